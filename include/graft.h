@@ -1,0 +1,265 @@
+/* graft — public C API.
+ *
+ * Handles are opaque. Every function that can fail on account of its input
+ * returns a graft_status and, when `err` is non-NULL, fills it with a message
+ * that names the file, graph, node or tensor at fault. Broken invariants are
+ * not reported here: they abort with file and line (GRAFT_ASSERT).
+ *
+ * Ownership is stated on each function: "owned" results are freed by the
+ * caller with the matching _free; "borrowed" results live as long as the
+ * object they came from and are invalidated where said. x_free(NULL) is a
+ * no-op everywhere.
+ */
+#ifndef GRAFT_H
+#define GRAFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GRAFT_VERSION "0.1.0"
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum graft_status {
+    GRAFT_OK = 0,
+    GRAFT_EINVAL,       /* bad input: malformed, unsafe or inconsistent model/data */
+    GRAFT_EUNSUPPORTED, /* valid input graft does not handle (yet) */
+    GRAFT_EIO,          /* the system failed us: open, read, write, mmap, rename */
+    GRAFT_ENOMEM,       /* allocation failed */
+} graft_status;
+
+typedef struct graft_error {
+    graft_status code;
+    char msg[1024];
+} graft_error;
+
+/* Static string naming a status ("bad input", ...). */
+const char *graft_status_str(graft_status s);
+
+/* Exit status a CLI should use for a status: 0 ok, 2 bad input, 1 otherwise. */
+int graft_status_exit_code(graft_status s);
+
+/* ---------------------------------------------------------------- dtypes */
+
+/* Values are those of onnx.TensorProto.DataType of the pinned onnx release. */
+typedef enum graft_dtype {
+    GRAFT_DTYPE_UNDEFINED = 0,
+    GRAFT_DTYPE_FLOAT = 1,
+    GRAFT_DTYPE_UINT8 = 2,
+    GRAFT_DTYPE_INT8 = 3,
+    GRAFT_DTYPE_UINT16 = 4,
+    GRAFT_DTYPE_INT16 = 5,
+    GRAFT_DTYPE_INT32 = 6,
+    GRAFT_DTYPE_INT64 = 7,
+    GRAFT_DTYPE_STRING = 8,
+    GRAFT_DTYPE_BOOL = 9,
+    GRAFT_DTYPE_FLOAT16 = 10,
+    GRAFT_DTYPE_DOUBLE = 11,
+    GRAFT_DTYPE_UINT32 = 12,
+    GRAFT_DTYPE_UINT64 = 13,
+    GRAFT_DTYPE_COMPLEX64 = 14,
+    GRAFT_DTYPE_COMPLEX128 = 15,
+    GRAFT_DTYPE_BFLOAT16 = 16,
+    GRAFT_DTYPE_FLOAT8E4M3FN = 17,
+    GRAFT_DTYPE_FLOAT8E4M3FNUZ = 18,
+    GRAFT_DTYPE_FLOAT8E5M2 = 19,
+    GRAFT_DTYPE_FLOAT8E5M2FNUZ = 20,
+    GRAFT_DTYPE_UINT4 = 21,
+    GRAFT_DTYPE_INT4 = 22,
+    GRAFT_DTYPE_FLOAT4E2M1 = 23,
+    GRAFT_DTYPE_FLOAT8E8M0 = 24,
+    GRAFT_DTYPE_UINT2 = 25,
+    GRAFT_DTYPE_INT2 = 26,
+    GRAFT_DTYPE_FLOAT6E2M3 = 27,
+    GRAFT_DTYPE_FLOAT6E3M2 = 28,
+    GRAFT_DTYPE_COUNT_ /* one past the last known value */
+} graft_dtype;
+
+/* Lower-case ONNX name ("float16", "int4", ...); "?" for unknown values. */
+const char *graft_dtype_name(int dtype);
+/* Bits per element in packed storage (4 for int4, 6 for float6, 0 for
+ * string/undefined/unknown). */
+int graft_dtype_bits(int dtype);
+/* Bytes for `n` packed elements: ceil(n * bits / 8). Returns 0 and sets
+ * *overflow on overflow or for types with no fixed size. */
+uint64_t graft_dtype_nbytes(int dtype, uint64_t n, int *overflow);
+
+/* ---------------------------------------------------------------- models */
+
+typedef struct graft_model graft_model;   /* a loaded model: owns everything below */
+typedef struct graft_graph graft_graph;   /* main graph or a subgraph; borrowed */
+typedef struct graft_node graft_node;     /* borrowed; invalidated by its removal */
+typedef struct graft_tensor graft_tensor; /* an initializer's data view; borrowed */
+
+typedef struct graft_load_opts {
+    /* Maximum protobuf message nesting accepted (0: default 64). */
+    int max_depth;
+} graft_load_opts;
+
+/* Loads an .onnx file. The file is mapped; external data is resolved
+ * relative to the model's directory (never outside it: no absolute paths,
+ * no "..", no symlinks, no hard links) and mapped, never copied; every
+ * tensor's offset, length, shape and dtype are checked. On success *out is
+ * owned by the caller (graft_model_free). opts may be NULL. */
+graft_status graft_model_load(const char *path, const graft_load_opts *opts,
+                              graft_model **out, graft_error *err);
+void graft_model_free(graft_model *m);
+
+typedef struct graft_save_opts {
+    /* External data file name, relative to the model's directory
+     * (NULL: "<model file name>.data"). */
+    const char *data_name;
+    /* Tensors with at least this many bytes go to external data
+     * (0: default 1024; < 0: keep everything inline). */
+    long long external_threshold;
+    /* Alignment of external-data offsets (0: default 4096). */
+    long long alignment;
+} graft_save_opts;
+
+/* Saves the model to `path` and its external data beside it, atomically:
+ * temporary files in the target directory, fsync, rename, fsync of the
+ * directory. Anything the IR does not model (functions, sparse
+ * initializers, doc strings, metadata, unknown fields) is written back as
+ * loaded. The model is unchanged. opts may be NULL. */
+graft_status graft_model_save(graft_model *m, const char *path,
+                              const graft_save_opts *opts, graft_error *err);
+
+/* Borrowed strings. path: as given to load. */
+const char *graft_model_path(const graft_model *m);
+int64_t graft_model_ir_version(const graft_model *m);
+const char *graft_model_producer(const graft_model *m);
+size_t graft_model_opset_count(const graft_model *m);
+/* domain "" is the default ONNX domain. Returns 0 when out of range. */
+int graft_model_opset(const graft_model *m, size_t i, const char **domain, int64_t *version);
+/* Version imported for `domain`, or -1. */
+int64_t graft_model_opset_version(const graft_model *m, const char *domain);
+size_t graft_model_metadata_count(const graft_model *m);
+int graft_model_metadata(const graft_model *m, size_t i, const char **key, const char **value);
+/* Main graph; borrowed. */
+graft_graph *graft_model_graph(graft_model *m);
+
+/* External data files referenced by the model, in first-use order. */
+size_t graft_model_external_file_count(const graft_model *m);
+const char *graft_model_external_file(const graft_model *m, size_t i, uint64_t *file_size);
+
+/* ---------------------------------------------------------------- graphs */
+
+/* One dimension: a value (>= 0), or symbolic (value -1, param may be NULL
+ * when the dimension is unknown). */
+typedef struct graft_dim {
+    int64_t value;
+    const char *param; /* borrowed */
+} graft_dim;
+
+#define GRAFT_MAX_RANK 16
+
+typedef struct graft_value_info {
+    const char *name;  /* borrowed */
+    int dtype;         /* graft_dtype; 0 when not a tensor or unknown */
+    int rank;          /* -1: unknown rank */
+    int truncated;     /* rank > GRAFT_MAX_RANK: dims holds the first ones */
+    graft_dim dims[GRAFT_MAX_RANK];
+} graft_value_info;
+
+const char *graft_graph_name(const graft_graph *g);
+size_t graft_graph_input_count(const graft_graph *g);
+size_t graft_graph_output_count(const graft_graph *g);
+/* Fills *vi for graph input/output i. Returns 0 when out of range. */
+int graft_graph_input(const graft_graph *g, size_t i, graft_value_info *vi);
+int graft_graph_output(const graft_graph *g, size_t i, graft_value_info *vi);
+/* Type of a named value, from graph inputs, outputs, value_info or
+ * initializers. Returns 0 when nothing is known about it. */
+int graft_graph_value(graft_graph *g, const char *name, graft_value_info *vi);
+
+size_t graft_graph_node_count(const graft_graph *g);
+/* Node i in current order; borrowed, invalidated by graft_node_remove. */
+graft_node *graft_graph_node(graft_graph *g, size_t i);
+/* Node producing `value`, or NULL. */
+graft_node *graft_graph_producer(graft_graph *g, const char *value);
+/* Number of node inputs (in this graph and its subgraphs) reading `value`,
+ * plus one per graph output that names it. */
+size_t graft_graph_use_count(graft_graph *g, const char *value);
+
+size_t graft_graph_initializer_count(const graft_graph *g);
+graft_tensor *graft_graph_initializer(graft_graph *g, size_t i);
+graft_tensor *graft_graph_find_initializer(graft_graph *g, const char *name);
+
+/* ---------------------------------------------------------------- nodes */
+
+const char *graft_node_name(const graft_node *n);
+const char *graft_node_op_type(const graft_node *n);
+const char *graft_node_domain(const graft_node *n); /* "" for the ONNX domain */
+size_t graft_node_input_count(const graft_node *n);
+const char *graft_node_input(const graft_node *n, size_t i); /* "" = omitted */
+size_t graft_node_output_count(const graft_node *n);
+const char *graft_node_output(const graft_node *n, size_t i);
+size_t graft_node_subgraph_count(graft_node *n);
+graft_graph *graft_node_subgraph(graft_node *n, size_t i);
+
+/* Attribute lookup. Return 1 when present with that type, else 0. */
+int graft_node_attr_int(const graft_node *n, const char *name, int64_t *v);
+int graft_node_attr_float(const graft_node *n, const char *name, float *v);
+int graft_node_attr_string(const graft_node *n, const char *name, const char **v, size_t *len);
+int graft_node_attr_ints(const graft_node *n, const char *name, const int64_t **v, size_t *count);
+int graft_node_attr_floats(const graft_node *n, const char *name, const float **v, size_t *count);
+
+/* ---------------------------------------------------------------- tensors */
+
+const char *graft_tensor_name(const graft_tensor *t);
+int graft_tensor_dtype(const graft_tensor *t);
+int graft_tensor_rank(const graft_tensor *t);
+const int64_t *graft_tensor_dims(const graft_tensor *t);
+uint64_t graft_tensor_numel(const graft_tensor *t);
+/* Bytes of packed data (raw or external); 0 for string tensors. */
+uint64_t graft_tensor_nbytes(const graft_tensor *t);
+/* Raw little-endian packed data: a view into the mapped model or external
+ * file, or into raw_data; NULL when the tensor stores its values in typed
+ * fields (float_data, ...) or is a string tensor. Borrowed. */
+const void *graft_tensor_data(const graft_tensor *t);
+/* External data file (relative location) or NULL when stored inline. */
+const char *graft_tensor_location(const graft_tensor *t);
+uint64_t graft_tensor_offset(const graft_tensor *t);
+
+/* ---------------------------------------------------------------- edits */
+
+/* Adds a node at the end of the graph. Strings are copied. inputs may hold
+ * "" for omitted optional inputs. Returns the node (borrowed) or NULL with
+ * err set. */
+graft_node *graft_graph_add_node(graft_graph *g, const char *op_type, const char *domain,
+                                 const char *name, const char *const *inputs, size_t n_in,
+                                 const char *const *outputs, size_t n_out, graft_error *err);
+graft_status graft_node_set_attr_int(graft_node *n, const char *name, int64_t v, graft_error *err);
+graft_status graft_node_set_attr_float(graft_node *n, const char *name, float v, graft_error *err);
+graft_status graft_node_set_attr_string(graft_node *n, const char *name, const char *v,
+                                        graft_error *err);
+graft_status graft_node_set_attr_ints(graft_node *n, const char *name, const int64_t *v,
+                                      size_t count, graft_error *err);
+
+/* Adds an initializer holding a copy of `data` (nbytes must equal the
+ * packed size implied by dtype and dims). Returns it (borrowed) or NULL. */
+graft_tensor *graft_graph_add_initializer(graft_graph *g, const char *name, int dtype,
+                                          const int64_t *dims, int rank, const void *data,
+                                          size_t nbytes, graft_error *err);
+/* Removes an initializer by name; returns 1 if it existed. */
+int graft_graph_remove_initializer(graft_graph *g, const char *name);
+
+/* Every read of `old_name` (node inputs here and in subgraphs that do not
+ * shadow it, graph outputs) now reads `new_name`. Returns the count. */
+size_t graft_graph_replace_uses(graft_graph *g, const char *old_name, const char *new_name);
+/* Removes and frees the node. */
+void graft_node_remove(graft_graph *g, graft_node *n);
+/* Sorts nodes topologically (stable for already-sorted graphs). A cycle is
+ * GRAFT_EINVAL naming a node on it. */
+graft_status graft_graph_toposort(graft_graph *g, graft_error *err);
+/* Removes nodes whose outputs reach no graph output, then initializers and
+ * value_info entries no longer used. Returns the number of nodes removed. */
+size_t graft_graph_prune(graft_graph *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRAFT_H */
