@@ -41,10 +41,13 @@ CU_SRCS   := $(wildcard kernels/*.cu runtime/*.cu)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))
 NVCCFLAGS := -O3 -std=c++17 -arch=sm_90 -Xcompiler -Wall,-Werror -Werror all-warnings \
              -Iinclude -I. -I$(GEN)
-CFLAGS    += -DGRAFT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
 else
 CU_SRCS   :=
+endif
+# Link the CUDA libraries only when there is CUDA code to link.
+ifneq ($(strip $(CU_SRCS)),)
+CFLAGS    += -DGRAFT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
 endif
 
 LIB_SRCS  := $(wildcard onnx/*.c compose/*.c runtime/*.c kernels/*.c tokenizer/*.c)

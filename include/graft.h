@@ -114,7 +114,7 @@ typedef struct graft_save_opts {
      * (NULL: "<model file name>.data"). */
     const char *data_name;
     /* Tensors with at least this many bytes go to external data
-     * (0: default 1024; < 0: keep everything inline). */
+     * (0: default 1024; < 0: keep everything inline; 1: all with data). */
     long long external_threshold;
     /* Alignment of external-data offsets (0: default 4096). */
     long long alignment;
@@ -197,8 +197,10 @@ size_t graft_node_input_count(const graft_node *n);
 const char *graft_node_input(const graft_node *n, size_t i); /* "" = omitted */
 size_t graft_node_output_count(const graft_node *n);
 const char *graft_node_output(const graft_node *n, size_t i);
-size_t graft_node_subgraph_count(graft_node *n);
-graft_graph *graft_node_subgraph(graft_node *n, size_t i);
+/* Subgraphs held by the node's attributes (g, then graphs), in attribute
+ * order; wrappers are borrowed from the model. */
+size_t graft_node_subgraph_count(const graft_node *n);
+graft_graph *graft_node_subgraph(graft_graph *g, graft_node *n, size_t i);
 
 /* Attribute lookup. Return 1 when present with that type, else 0. */
 int graft_node_attr_int(const graft_node *n, const char *name, int64_t *v);

@@ -1,0 +1,353 @@
+/* Atomic save: model protobuf plus one external-data file, written to
+ * temporary files in the target directory, fsync'd and renamed. Tensors of
+ * `external_threshold` bytes and more that hold raw or external data go to
+ * the data file at aligned offsets; smaller external tensors come back
+ * inline. The in-memory model is restored afterwards. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "onnx/internal.h"
+
+#define OX_DEFAULT_THRESHOLD 1024
+#define OX_DEFAULT_ALIGN 4096
+#define OX_COPY_CHUNK (64u << 20)
+
+typedef struct saved {
+    Onnx__TensorProto *p;
+    protobuf_c_boolean has_raw_data;
+    ProtobufCBinaryData raw_data;
+    protobuf_c_boolean has_data_location;
+    Onnx__TensorProto__DataLocation data_location;
+    size_t n_external_data;
+    Onnx__StringStringEntryProto **external_data;
+    /* replacements we own */
+    Onnx__StringStringEntryProto *entries[3];
+    char offs[24], lens[24];
+} saved;
+
+typedef struct save_ctx {
+    graft_model *m;
+    long long threshold;
+    uint64_t align;
+    const char *data_name;
+    const char *out_path;
+    int data_fd;
+    char *data_tmp;
+    uint64_t data_end;
+    saved *sv;
+    size_t n_sv, cap_sv;
+} save_ctx;
+
+static graft_status copy_bytes(save_ctx *c, const ox_tensor *rec, uint64_t dst_off, graft_error *err)
+{
+    uint64_t len = rec->nbytes, done = 0;
+    if (rec->ext >= 0) { /* kernel-side copy: no pages of ours */
+        const ox_extfile *e = &c->m->ext[rec->ext];
+        loff_t in = (loff_t)rec->offset, out = (loff_t)dst_off;
+        while (done < len) {
+            ssize_t r = copy_file_range(e->fd, &in, c->data_fd, &out, (size_t)(len - done), 0);
+            if (r <= 0) break; /* fall back to write() below */
+            done += (uint64_t)r;
+        }
+    }
+    while (done < len) {
+        size_t n = len - done > OX_COPY_CHUNK ? OX_COPY_CHUNK : (size_t)(len - done);
+        ssize_t w = pwrite(c->data_fd, rec->data + done, n, (off_t)(dst_off + done));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return ox_err(err, GRAFT_EIO, "%s: writing tensor '%s' to '%s': %s", c->out_path,
+                          ox_s(rec->p->name), c->data_tmp, strerror(errno));
+        }
+        if (rec->ext >= 0) { /* drop the source pages we touched */
+            uintptr_t a = (uintptr_t)(rec->data + done) & ~(uintptr_t)4095;
+            madvise((void *)a, (size_t)((uintptr_t)(rec->data + done + (size_t)w) - a), MADV_DONTNEED);
+        }
+        done += (uint64_t)w;
+    }
+    return GRAFT_OK;
+}
+
+static Onnx__StringStringEntryProto *entry_new(const char *k, const char *v)
+{
+    Onnx__StringStringEntryProto *e = malloc(sizeof *e);
+    if (!e) return NULL;
+    onnx__string_string_entry_proto__init(e);
+    e->key = (char *)k; /* borrowed; restored before anything frees them */
+    e->value = (char *)v;
+    return e;
+}
+
+static graft_status plan_cb(void *ctx, Onnx__TensorProto *t, const char *where, graft_error *err)
+{
+    save_ctx *c = ctx;
+    const graft_tensor *gt = ox_pmap_get(&c->m->tensors, t);
+    GRAFT_ASSERT(gt);
+    const ox_tensor *rec = &gt->t;
+    bool is_ext = t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    if (t->data_type == GRAFT_DTYPE_STRING) return GRAFT_OK;
+    bool has_bytes = t->has_raw_data || is_ext;
+    bool to_ext = has_bytes && c->threshold >= 0 && rec->nbytes >= (uint64_t)c->threshold;
+    if (!to_ext && !is_ext) return GRAFT_OK; /* untouched */
+    if (!ox_grow((void **)&c->sv, &c->cap_sv, c->n_sv + 1, sizeof *c->sv))
+        return ox_err(err, GRAFT_ENOMEM, "%s: out of memory", c->out_path);
+    saved *s = &c->sv[c->n_sv];
+    memset(s, 0, sizeof *s);
+    s->p = t;
+    s->has_raw_data = t->has_raw_data;
+    s->raw_data = t->raw_data;
+    s->has_data_location = t->has_data_location;
+    s->data_location = t->data_location;
+    s->n_external_data = t->n_external_data;
+    s->external_data = t->external_data;
+    c->n_sv++;
+    if (!to_ext) { /* small external tensor: inline a borrowed view */
+        t->has_raw_data = 1;
+        t->raw_data.data = (uint8_t *)rec->data;
+        t->raw_data.len = rec->nbytes;
+        t->has_data_location = 0;
+        t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+        t->n_external_data = 0;
+        t->external_data = NULL;
+        return GRAFT_OK;
+    }
+    uint64_t off = (c->data_end + c->align - 1) / c->align * c->align;
+    graft_status rc = copy_bytes(c, rec, off, err);
+    if (rc != GRAFT_OK) return rc;
+    c->data_end = off + rec->nbytes;
+    snprintf(s->offs, sizeof s->offs, "%llu", (unsigned long long)off);
+    snprintf(s->lens, sizeof s->lens, "%llu", (unsigned long long)rec->nbytes);
+    s->entries[0] = entry_new("location", c->data_name);
+    s->entries[1] = entry_new("offset", s->offs);
+    s->entries[2] = entry_new("length", s->lens);
+    if (!s->entries[0] || !s->entries[1] || !s->entries[2])
+        return ox_err(err, GRAFT_ENOMEM, "%s: out of memory", c->out_path);
+    Onnx__StringStringEntryProto **arr = malloc(3 * sizeof *arr);
+    if (!arr) return ox_err(err, GRAFT_ENOMEM, "%s: out of memory", c->out_path);
+    memcpy(arr, s->entries, 3 * sizeof *arr);
+    t->external_data = arr;
+    t->n_external_data = 3;
+    t->has_data_location = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    t->has_raw_data = 0;
+    t->raw_data.data = NULL;
+    t->raw_data.len = 0;
+    return GRAFT_OK;
+}
+
+static void restore(save_ctx *c)
+{
+    for (size_t i = 0; i < c->n_sv; i++) {
+        saved *s = &c->sv[i];
+        Onnx__TensorProto *t = s->p;
+        if (t->external_data != s->external_data) free(t->external_data);
+        for (int k = 0; k < 3; k++) free(s->entries[k]);
+        t->has_raw_data = s->has_raw_data;
+        t->raw_data = s->raw_data;
+        t->has_data_location = s->has_data_location;
+        t->data_location = s->data_location;
+        t->n_external_data = s->n_external_data;
+        t->external_data = s->external_data;
+    }
+    c->n_sv = 0;
+}
+
+/* Buffered ProtobufCBuffer writing to an fd. */
+typedef struct fd_buffer {
+    ProtobufCBuffer base;
+    int fd;
+    int failed;
+    int errnum;
+    size_t n;
+    uint8_t buf[1 << 16];
+} fd_buffer;
+
+static void fdb_flush(fd_buffer *b)
+{
+    size_t off = 0;
+    while (!b->failed && off < b->n) {
+        ssize_t w = write(b->fd, b->buf + off, b->n - off);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            b->failed = 1;
+            b->errnum = errno;
+            break;
+        }
+        off += (size_t)w;
+    }
+    b->n = 0;
+}
+
+static void fdb_append(ProtobufCBuffer *pb, size_t len, const uint8_t *data)
+{
+    fd_buffer *b = (fd_buffer *)pb;
+    while (len && !b->failed) {
+        if (b->n == sizeof b->buf) fdb_flush(b);
+        size_t k = sizeof b->buf - b->n < len ? sizeof b->buf - b->n : len;
+        memcpy(b->buf + b->n, data, k);
+        b->n += k;
+        data += k;
+        len -= k;
+    }
+}
+
+static int make_temp(const char *dir, const char *base, char **path_out)
+{
+    size_t n = strlen(dir) + strlen(base) + 32;
+    char *p = malloc(n);
+    if (!p) {
+        errno = ENOMEM;
+        return -1;
+    }
+    snprintf(p, n, "%s/.%s.tmp.XXXXXX", dir, base);
+    int fd = mkostemp(p, O_CLOEXEC);
+    if (fd < 0) {
+        free(p);
+        return -1;
+    }
+    mode_t um = umask(0);
+    umask(um);
+    if (fchmod(fd, 0666 & ~um) != 0) { /* best effort: keep 0600 */
+    }
+    *path_out = p;
+    return fd;
+}
+
+graft_status graft_model_save(graft_model *m, const char *path, const graft_save_opts *opts,
+                              graft_error *err)
+{
+    graft_status rc = GRAFT_OK;
+    save_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.out_path = path;
+    c.data_fd = -1;
+    c.threshold = opts && opts->external_threshold ? opts->external_threshold : OX_DEFAULT_THRESHOLD;
+    c.align = opts && opts->alignment > 0 ? (uint64_t)opts->alignment : OX_DEFAULT_ALIGN;
+    int model_fd = -1, dfd = -1;
+    char *model_tmp = NULL, *dir = NULL, *base = NULL, *data_name = NULL, *data_path = NULL;
+
+    const char *slash = strrchr(path, '/');
+    dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : ox_strdup(".");
+    base = ox_strdup(slash ? slash + 1 : path);
+    if (!dir || !base) goto nomem;
+    if (!*base) {
+        rc = ox_err(err, GRAFT_EINVAL, "%s: output path names a directory, not a file", path);
+        goto fail;
+    }
+    if (opts && opts->data_name) {
+        data_name = ox_strdup(opts->data_name);
+    } else {
+        size_t n = strlen(base) + 6;
+        if ((data_name = malloc(n))) snprintf(data_name, n, "%s.data", base);
+    }
+    if (!data_name) goto nomem;
+    if (!*data_name || strchr(data_name, '/') || strcmp(data_name, ".") == 0 ||
+        strcmp(data_name, "..") == 0 || strcmp(data_name, base) == 0) {
+        rc = ox_err(err, GRAFT_EINVAL, "%s: external data name '%s' must be a plain file name "
+                    "other than the model's", path, data_name);
+        goto fail;
+    }
+    c.data_name = data_name;
+    {
+        size_t n = strlen(dir) + strlen(data_name) + 2;
+        if (!(data_path = malloc(n))) goto nomem;
+        snprintf(data_path, n, "%s/%s", dir, data_name);
+    }
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        rc = ox_err(err, errno == ENOENT ? GRAFT_EINVAL : GRAFT_EIO, "%s: cannot open directory '%s': %s",
+                    path, dir, strerror(errno));
+        goto fail;
+    }
+    c.data_fd = make_temp(dir, data_name, &c.data_tmp);
+    if (c.data_fd < 0) {
+        rc = ox_err(err, GRAFT_EIO, "%s: cannot create a temporary file in '%s': %s", path, dir,
+                    strerror(errno));
+        goto fail;
+    }
+    if ((rc = ox_model_foreach_tensor(m->p, plan_cb, &c, err)) != GRAFT_OK) goto fail;
+    if (c.data_end && ftruncate(c.data_fd, (off_t)c.data_end) != 0) {
+        rc = ox_err(err, GRAFT_EIO, "%s: truncate '%s': %s", path, c.data_tmp, strerror(errno));
+        goto fail;
+    }
+
+    size_t packed = protobuf_c_message_get_packed_size(&m->p->base);
+    if (packed > 2147483647u) {
+        rc = ox_err(err, GRAFT_EINVAL,
+                    "%s: the model protobuf would be %zu bytes, over protobuf's 2 GB limit "
+                    "(lower the external-data threshold)", path, packed);
+        goto fail;
+    }
+    model_fd = make_temp(dir, base, &model_tmp);
+    if (model_fd < 0) {
+        rc = ox_err(err, GRAFT_EIO, "%s: cannot create a temporary file in '%s': %s", path, dir,
+                    strerror(errno));
+        goto fail;
+    }
+    {
+        fd_buffer *b = malloc(sizeof *b);
+        if (!b) goto nomem;
+        b->base.append = fdb_append;
+        b->fd = model_fd;
+        b->failed = 0;
+        b->errnum = 0;
+        b->n = 0;
+        protobuf_c_message_pack_to_buffer(&m->p->base, &b->base);
+        fdb_flush(b);
+        int failed = b->failed, e = b->errnum;
+        free(b);
+        if (failed) {
+            rc = ox_err(err, GRAFT_EIO, "%s: write: %s", model_tmp, strerror(e));
+            goto fail;
+        }
+    }
+    restore(&c);
+    if (fsync(model_fd) != 0 || (c.data_end && fsync(c.data_fd) != 0)) {
+        rc = ox_err(err, GRAFT_EIO, "%s: fsync: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (c.data_end) {
+        if (rename(c.data_tmp, data_path) != 0) {
+            rc = ox_err(err, GRAFT_EIO, "%s: rename to '%s': %s", c.data_tmp, data_path, strerror(errno));
+            goto fail;
+        }
+        free(c.data_tmp);
+        c.data_tmp = NULL;
+    }
+    if (rename(model_tmp, path) != 0) {
+        rc = ox_err(err, GRAFT_EIO, "%s: rename to '%s': %s", model_tmp, path, strerror(errno));
+        goto fail;
+    }
+    free(model_tmp);
+    model_tmp = NULL;
+    if (fsync(dfd) != 0 && errno != EINVAL) {
+        rc = ox_err(err, GRAFT_EIO, "%s: fsync of directory '%s': %s", path, dir, strerror(errno));
+        goto fail;
+    }
+    goto done;
+nomem:
+    rc = ox_err(err, GRAFT_ENOMEM, "%s: out of memory", path);
+fail:
+    if (c.data_tmp) unlink(c.data_tmp);
+    if (model_tmp) unlink(model_tmp);
+done:
+    restore(&c);
+    free(c.sv);
+    if (c.data_fd >= 0) close(c.data_fd);
+    if (c.data_tmp) {
+        unlink(c.data_tmp); /* nothing was externalized: no data file */
+        free(c.data_tmp);
+    }
+    if (model_fd >= 0) close(model_fd);
+    if (dfd >= 0) close(dfd);
+    free(model_tmp);
+    free(dir);
+    free(base);
+    free(data_name);
+    free(data_path);
+    return rc;
+}
