@@ -226,6 +226,26 @@ const void *graft_tensor_data(const graft_tensor *t);
 const char *graft_tensor_location(const graft_tensor *t);
 uint64_t graft_tensor_offset(const graft_tensor *t);
 
+/* Attribute `name` of type TENSOR as a tensor view (validated at load);
+ * NULL when absent. Borrowed from the model. */
+graft_tensor *graft_node_attr_tensor(graft_graph *g, const graft_node *n, const char *name);
+/* Name of the first attribute of the node and its ONNX attribute type
+ * (AttributeProto.AttributeType), by index; 0 when out of range. */
+int graft_node_attr_at(const graft_node *n, size_t i, const char **name, int *type);
+
+/* Copies the tensor's packed little-endian bytes (graft_tensor_nbytes of
+ * them) into dst, from raw_data, external data or the typed fields
+ * (float_data, int32_data, ...), converting as the ONNX spec says.
+ * GRAFT_EINVAL when the typed fields hold the wrong count. */
+graft_status graft_tensor_read(const graft_tensor *t, void *dst, size_t dst_bytes, graft_error *err);
+
+/* Loads a standalone serialized TensorProto (an ONNX test-data .pb file).
+ * Its data is held in memory; *out is owned (graft_tensor_free). */
+graft_status graft_tensor_load_pb(const char *path, graft_tensor **out, graft_error *err);
+/* Frees a tensor from graft_tensor_load_pb; NULL is a no-op. Tensors that
+ * belong to a model must not be passed here. */
+void graft_tensor_free(graft_tensor *t);
+
 /* ---------------------------------------------------------------- edits */
 
 /* Adds a node at the end of the graph. Strings are copied. inputs may hold

@@ -108,6 +108,7 @@ typedef struct ox_tensor {
 
 struct graft_tensor {
     ox_tensor t;
+    Onnx__TensorProto *owned; /* standalone tensors (graft_tensor_load_pb) */
 };
 
 struct graft_graph {
