@@ -18,10 +18,12 @@
 
 #include "graft.h"
 
-/* The command table. Adding a command is one line here, X(name, summary),
- * plus its file cli/<name>.c; main.c and the declarations below follow. */
-#define GRAFT_CLI_COMMANDS(X) \
-    X(inspect, "show a model's or pipeline's I/O, ops, weights and KV layout")
+/* The command table, in the order `graft --help` lists it. Adding a command
+ * is one line here, X(name, summary) \, plus its file cli/<name>.c; main.c's
+ * dispatch table and the declarations below follow from it. */
+#define GRAFT_CLI_COMMANDS(X)                                                      \
+    X(inspect, "show a model's or pipeline's I/O, ops, weights and KV layout")     \
+    /* end of the command table */
 
 #define GRAFT_CLI_DECLARE_(name, summary) int graft_cli_##name(int argc, char **argv);
 GRAFT_CLI_COMMANDS(GRAFT_CLI_DECLARE_)

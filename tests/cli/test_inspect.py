@@ -386,6 +386,27 @@ class TestInspectModel(unittest.TestCase, Oracle):
             self.assertIn("[n, ?, 8]", r.stdout)
             self.assertRegex(r.stdout, r"\n  2\s+no\s+8\s+256\s+\?\s+float16\n")
 
+    def test_hostile_names(self):
+        """Names with terminal escapes are escaped in human output; bytes that
+        are not UTF-8 still give valid JSON."""
+        V = helper.make_tensor_value_info
+        g = helper.make_graph([helper.make_node("Identity", ["in\x1b[31m"], ["ZZZZZZZZ"])], "g",
+                              [V("in\x1b[31m", TensorProto.FLOAT, [1])],
+                              [V("ZZZZZZZZ", TensorProto.FLOAT, [1])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)])
+        data = m.SerializeToString().replace(b"ZZZZZZZZ", b"\xff\xfeZZZZZZ")
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "m.onnx")
+            with open(p, "wb") as f:
+                f.write(data)
+            r = subprocess.run([GRAFT, "inspect", p], capture_output=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn(b"\x1b", r.stdout)
+            self.assertIn(b"in\\x1b[31m", r.stdout)
+            rep = graft_json(p)
+            self.assertEqual(rep["inputs"][0]["name"], "in\x1b[31m")
+            self.assertEqual(rep["outputs"][0]["name"], "??ZZZZZZ")
+
     def test_model_without_kv(self):
         with tempfile.TemporaryDirectory() as d:
             make_pipeline(d)
@@ -465,6 +486,20 @@ class TestInspectPipeline(unittest.TestCase, Oracle):
                 self.assertEqual(r.returncode, 2, (cfg, r.stderr))
                 self.assertIn("genai_config.json", r.stderr)
                 self.assertIn(needle, r.stderr)
+
+    def test_decoder_pipeline_stages(self):
+        with tempfile.TemporaryDirectory() as d:
+            make_pipeline(d, config={"model": {"decoder": {
+                "num_hidden_layers": 2,
+                "pipeline": [{"context": {"filename": "embedding.onnx",
+                                          "inputs": ["input_ids"], "outputs": ["inputs_embeds"]}},
+                             {"iterator": {"filename": "decoder.onnx",
+                                           "inputs": ["inputs_embeds"], "outputs": ["logits"]}}]}}})
+            rep = graft_json(d)
+            self.assertEqual([m["role"] for m in rep["models"]],
+                             ["decoder.pipeline.context", "decoder.pipeline.iterator"])
+            self.assertEqual(rep["config"]["num_hidden_layers"], 2)
+            self.assert_model(rep["models"][0]["model"], os.path.join(d, "embedding.onnx"))
 
     def test_missing_model_file(self):
         with tempfile.TemporaryDirectory() as d:
