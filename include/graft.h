@@ -281,6 +281,42 @@ graft_status graft_graph_toposort(graft_graph *g, graft_error *err);
  * value_info entries no longer used. Returns the number of nodes removed. */
 size_t graft_graph_prune(graft_graph *g);
 
+/* ---------------------------------------------------------------- runtime */
+
+typedef struct graft_session graft_session;
+
+/* A dense array exchanged with a session. data is borrowed in both
+ * directions: inputs must stay valid until the next run returns; outputs
+ * stay valid until the next run or graft_session_free. */
+typedef struct graft_array {
+    int dtype;
+    int rank;
+    int64_t dims[GRAFT_MAX_RANK];
+    void *data;
+    size_t nbytes;
+} graft_array;
+
+/* Binds every node of the model's main graph to a CPU kernel (keyed by
+ * domain, op type and the imported opset). Nodes without a kernel fail
+ * here, all of them listed in the message. The session borrows `m`, which
+ * must outlive it. */
+graft_status graft_session_new(graft_model *m, graft_session **out, graft_error *err);
+void graft_session_free(graft_session *s);
+/* Sets graph input `name` (dtype, rank and fixed dims checked against the
+ * graph). The data is borrowed. */
+graft_status graft_session_set_input(graft_session *s, const char *name, const graft_array *a,
+                                     graft_error *err);
+graft_status graft_session_run(graft_session *s, graft_error *err);
+size_t graft_session_output_count(const graft_session *s);
+const char *graft_session_output_name(const graft_session *s, size_t i);
+/* Fills *a with output `name` after a run; returns 0 when unknown. */
+int graft_session_output(const graft_session *s, const char *name, graft_array *a);
+
+/* The kernels graft has (CPU), for reports: domain ("" = ONNX), op type,
+ * and the opset range handled (until 0: open-ended). */
+size_t graft_kernel_count(void);
+int graft_kernel_at(size_t i, const char **domain, const char **op, int *since, int *until);
+
 #ifdef __cplusplus
 }
 #endif

@@ -40,33 +40,7 @@ char *ox_strdup(const char *s);
  * elements; *cap tracks capacity. Returns false on allocation failure. */
 bool ox_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
-/* ------------------------------------------------------------ hash map */
-
-/* Open-addressing map from string keys (borrowed, must outlive the map)
- * to void* values. */
-typedef struct ox_map {
-    const char **keys;
-    void **vals;
-    size_t cap, len;
-} ox_map;
-
-void ox_map_free(ox_map *m);
-void ox_map_clear(ox_map *m);
-/* Returns false on allocation failure. Replaces existing values. */
-bool ox_map_put(ox_map *m, const char *key, void *val);
-void *ox_map_get(const ox_map *m, const char *key);
-
-/* Pointer-keyed map (identity). */
-typedef struct ox_pmap {
-    const void **keys;
-    void **vals;
-    size_t cap, len;
-} ox_pmap;
-
-void ox_pmap_free(ox_pmap *m);
-bool ox_pmap_put(ox_pmap *m, const void *key, void *val);
-void *ox_pmap_get(const ox_pmap *m, const void *key);
-void ox_pmap_del(ox_pmap *m, const void *key);
+#include "onnx/map.h"
 
 /* ------------------------------------------------------------ wire scan */
 
