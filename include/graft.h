@@ -132,6 +132,9 @@ graft_status graft_model_save(graft_model *m, const char *path,
 const char *graft_model_path(const graft_model *m);
 int64_t graft_model_ir_version(const graft_model *m);
 const char *graft_model_producer(const graft_model *m);
+const char *graft_model_producer_version(const graft_model *m);
+const char *graft_model_domain(const graft_model *m);
+int64_t graft_model_version(const graft_model *m);
 size_t graft_model_opset_count(const graft_model *m);
 /* domain "" is the default ONNX domain. Returns 0 when out of range. */
 int graft_model_opset(const graft_model *m, size_t i, const char **domain, int64_t *version);
@@ -216,7 +219,9 @@ int graft_tensor_dtype(const graft_tensor *t);
 int graft_tensor_rank(const graft_tensor *t);
 const int64_t *graft_tensor_dims(const graft_tensor *t);
 uint64_t graft_tensor_numel(const graft_tensor *t);
-/* Bytes of packed data (raw or external); 0 for string tensors. */
+/* Bytes of packed data implied by dtype and shape (ceil(numel * bits / 8)),
+ * whichever field holds the values (raw, external or typed); 0 for string
+ * tensors and unknown types. */
 uint64_t graft_tensor_nbytes(const graft_tensor *t);
 /* Raw little-endian packed data: a view into the mapped model or external
  * file, or into raw_data; NULL when the tensor stores its values in typed

@@ -422,6 +422,9 @@ int64_t graft_model_ir_version(const graft_model *m)
 }
 
 const char *graft_model_producer(const graft_model *m) { return ox_s(m->p->producer_name); }
+const char *graft_model_producer_version(const graft_model *m) { return ox_s(m->p->producer_version); }
+const char *graft_model_domain(const graft_model *m) { return ox_s(m->p->domain); }
+int64_t graft_model_version(const graft_model *m) { return m->p->has_model_version ? m->p->model_version : 0; }
 
 size_t graft_model_opset_count(const graft_model *m) { return m->p->n_opset_import; }
 
