@@ -1,6 +1,6 @@
 /* onnx_roundtrip: load an ONNX model with graft and save it again.
  *
- *   onnx_roundtrip IN.onnx OUT.onnx [--threshold BYTES] [--data NAME]
+ *   onnx_roundtrip IN.onnx OUT.onnx [--threshold BYTES] [--data NAME] [--shard-size BYTES]
  *
  * Loading checks every external-data reference (it must stay inside IN's
  * directory) and every tensor's size; saving writes OUT.onnx plus, for
@@ -20,6 +20,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--threshold") == 0 && i + 1 < argc) {
             so.external_threshold = strtoll(argv[++i], NULL, 10);
             if (so.external_threshold == 0) so.external_threshold = 1; /* 0: every tensor with bytes */
+        } else if (strcmp(argv[i], "--shard-size") == 0 && i + 1 < argc) {
+            so.shard_size = strtoll(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc) {
             so.data_name = argv[++i];
         } else if (!in) {
@@ -32,7 +34,8 @@ int main(int argc, char **argv)
         }
     }
     if (!in || !out) {
-        fprintf(stderr, "usage: onnx_roundtrip IN.onnx OUT.onnx [--threshold BYTES] [--data NAME]\n");
+        fprintf(stderr, "usage: onnx_roundtrip IN.onnx OUT.onnx [--threshold BYTES] [--data NAME] "
+                        "[--shard-size BYTES]\n");
         return 2;
     }
     graft_error err = {0};

@@ -118,6 +118,13 @@ typedef struct graft_save_opts {
     long long external_threshold;
     /* Alignment of external-data offsets (0: default 4096). */
     long long alignment;
+    /* > 0: start a new data file ("<data_name>.00001", ...) before a tensor
+     * that would take the current one past this many bytes. */
+    long long shard_size;
+    /* Called as external data is written (bytes done, bytes in all); may
+     * be NULL. */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
 } graft_save_opts;
 
 /* Saves the model to `path` and its external data beside it, atomically:

@@ -12,9 +12,11 @@ import sys, numpy as np, onnx
 from onnx import helper, numpy_helper, TensorProto
 d = sys.argv[1]
 w = numpy_helper.from_array(np.arange(1024, dtype=np.float32).reshape(32, 32), "w")
-g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+w2 = numpy_helper.from_array(np.arange(1024, dtype=np.float32).reshape(32, 32) * -1, "w2")
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["t"]),
+                       helper.make_node("MatMul", ["t", "w2"], ["y"])], "g",
                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 32])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])], [w])
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])], [w, w2])
 m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)])
 onnx.save(m, d + "/in.onnx", save_as_external_data=True, location="in.bin", size_threshold=0)
 PYEOF
@@ -31,4 +33,17 @@ onnx.load_external_data_for_model(b, d)
 assert a.graph.initializer[0].raw_data == b.graph.initializer[0].raw_data
 onnx.checker.check_model(d + "/out.onnx", full_check=True)
 print("onnx_roundtrip: external tensor bytes identical, checker passes")
+PYEOF
+echo "== examples/onnx_roundtrip --shard-size 4096"
+"$BUILD/examples/onnx_roundtrip" "$T/in.onnx" "$T/sh.onnx" --shard-size 4096
+"$PY" - "$T" <<'PYEOF'
+import sys, onnx
+d = sys.argv[1]
+a = onnx.load(d + "/in.onnx", load_external_data=True)
+b = onnx.load(d + "/sh.onnx", load_external_data=False)
+locs = sorted({e.value for t in b.graph.initializer for e in t.external_data if e.key == "location"})
+assert locs == ["sh.onnx.data.00001", "sh.onnx.data.00002"], locs
+onnx.load_external_data_for_model(b, d)
+assert [t.raw_data for t in a.graph.initializer] == [t.raw_data for t in b.graph.initializer]
+print("onnx_roundtrip: 2 shards, tensor bytes identical")
 PYEOF
