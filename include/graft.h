@@ -281,6 +281,28 @@ graft_tensor *graft_graph_add_initializer(graft_graph *g, const char *name, int 
 /* Removes an initializer by name; returns 1 if it existed. */
 int graft_graph_remove_initializer(graft_graph *g, const char *name);
 
+/* Graph interface edits. add_input/add_output build the type from *vi
+ * (dtype, dims with symbolic params); the name is vi->name. remove_* drop
+ * the entry (not the values' producers or readers) and return 1 if found. */
+graft_status graft_graph_add_input(graft_graph *g, const graft_value_info *vi, graft_error *err);
+graft_status graft_graph_add_output(graft_graph *g, const graft_value_info *vi, graft_error *err);
+int graft_graph_remove_input(graft_graph *g, const char *name);
+int graft_graph_remove_output(graft_graph *g, const char *name);
+/* Renames graph output `old_name` (the entry only). */
+graft_status graft_graph_rename_output(graft_graph *g, const char *old_name, const char *new_name,
+                                       graft_error *err);
+
+/* Moves the main graph of `src` into g's model: every node, initializer,
+ * sparse initializer and value_info, and the model-local functions. Every
+ * value and node name of src, at any depth, gets `prefix` prepended unless
+ * it is listed in keep[]. src's graph inputs and outputs are not added to
+ * g (the caller wires them). Opset imports merge: a domain imported by both
+ * at different versions is GRAFT_EINVAL naming it; the IR version becomes
+ * the higher one. src's external data files move with its tensors; src is
+ * left with an empty graph and must still be freed. */
+graft_status graft_graph_absorb(graft_graph *g, graft_model *src, const char *prefix,
+                                const char *const *keep, size_t n_keep, graft_error *err);
+
 /* Every read of `old_name` (node inputs here and in subgraphs that do not
  * shadow it, graph outputs) now reads `new_name`. Returns the count. */
 size_t graft_graph_replace_uses(graft_graph *g, const char *old_name, const char *new_name);

@@ -162,3 +162,61 @@ Test(onnx_ir, dtype_sizes_follow_onnx_packing)
     graft_dtype_nbytes(GRAFT_DTYPE_DOUBLE, UINT64_MAX / 4, &ovf);
     cr_assert(ovf);
 }
+
+Test(onnx_ir, absorb_moves_graph_with_prefix_and_weights)
+{
+    graft_model *a = load_demo(), *b = load_demo();
+    graft_graph *ga = graft_model_graph(a), *gb = graft_model_graph(b);
+    graft_error err = {0};
+    size_t nodes = graft_graph_node_count(ga), inits = graft_graph_initializer_count(ga);
+    /* b reads the same graph inputs as a: keep their names */
+    const char *keep[GRAFT_MAX_RANK * 4];
+    size_t nk = 0;
+    for (size_t i = 0; i < graft_graph_input_count(gb) && nk < sizeof keep / sizeof *keep; i++) {
+        graft_value_info vi;
+        graft_graph_input(gb, i, &vi);
+        keep[nk++] = vi.name;
+    }
+    graft_value_info out0;
+    graft_graph_output(gb, 0, &out0);
+    char out_name[300];
+    snprintf(out_name, sizeof out_name, "b_%s", out0.name);
+    cr_assert_eq(graft_graph_absorb(ga, b, "b_", keep, nk, &err), GRAFT_OK, "%s", err.msg);
+    cr_assert_eq(graft_graph_node_count(gb), 0);
+    cr_assert_eq(graft_graph_node_count(ga), 2 * nodes);
+    cr_assert_eq(graft_graph_initializer_count(ga), 2 * inits);
+    cr_assert_not_null(graft_graph_producer(ga, out_name));
+    graft_model_free(b); /* a owns the moved weights now */
+    out0.name = out_name;
+    cr_assert_eq(graft_graph_add_output(ga, &out0, &err), GRAFT_OK);
+    cr_assert_eq(graft_graph_toposort(ga, &err), GRAFT_OK, "%s", err.msg);
+    char dir[] = "/tmp/graft_absorb_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[300];
+    snprintf(path, sizeof path, "%s/merged.onnx", dir);
+    cr_assert_eq(graft_model_save(a, path, NULL, &err), GRAFT_OK, "%s", err.msg);
+    graft_model *c = NULL;
+    cr_assert_eq(graft_model_load(path, NULL, &c, &err), GRAFT_OK, "%s", err.msg);
+    graft_graph *gc = graft_model_graph(c);
+    cr_assert_eq(graft_graph_node_count(gc), 2 * nodes);
+    /* every moved weight has the bytes of its original */
+    for (size_t i = 0; i < inits; i++) {
+        graft_tensor *t = graft_graph_initializer(ga, i);
+        char bn[300];
+        snprintf(bn, sizeof bn, "b_%s", graft_tensor_name(t));
+        graft_tensor *u = graft_graph_find_initializer(gc, bn);
+        cr_assert_not_null(u, "%s", bn);
+        size_t nb = (size_t)graft_tensor_nbytes(t);
+        void *x = malloc(nb + 1), *y = malloc(nb + 1);
+        cr_assert_eq(graft_tensor_read(t, x, nb, &err), GRAFT_OK);
+        cr_assert_eq(graft_tensor_read(u, y, nb, &err), GRAFT_OK);
+        cr_assert_eq(memcmp(x, y, nb), 0, "%s", bn);
+        free(x);
+        free(y);
+    }
+    graft_model_free(c);
+    graft_model_free(a);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
