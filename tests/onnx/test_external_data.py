@@ -101,6 +101,96 @@ def build_model(seed: int = 1234):
     return model, feeds
 
 
+UNKNOWN_MODEL = b"graft-unknown-field-in-model"
+UNKNOWN_NODE = b"graft-unknown-field-in-node"
+
+
+def with_unknown_field(msg, field: int, payload: bytes):
+    """Returns a copy of msg carrying an unknown length-delimited field."""
+    tag = bytes([(field << 3 | 2) & 0x7F | 0x80, (field << 3 | 2) >> 7])
+    assert (field << 3 | 2) >> 7 < 0x80
+    out = type(msg)()
+    out.ParseFromString(msg.SerializeToString() + tag + bytes([len(payload)]) + payload)
+    return out
+
+
+def build_kitchen_sink():
+    """What the IR does not model must survive: functions, sparse
+    initializers, doc strings and metadata on many messages, value_info with
+    symbolic dims, string tensors, unknown fields. Returns (model, feeds)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    F = TensorProto.FLOAT
+    fn = helper.make_function(
+        "graft.test", "AddMul", ["a", "b"], ["c"],
+        [helper.make_node("Add", ["a", "b"], ["t"]), helper.make_node("Mul", ["t", "b"], ["u"]),
+         # a tensor attribute >= 1 KiB inside a function body
+         helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(
+             rng.standard_normal(300).astype(np.float32), "fn_const")),
+         helper.make_node("Add", ["u", "k"], ["c"])],
+        [helper.make_opsetid("", 21)], doc_string="function doc")
+    fn.metadata_props.add(key="fn-meta", value="1")
+    sparse = helper.make_sparse_tensor(
+        numpy_helper.from_array(rng.standard_normal(300).astype(np.float32), "sp_values"),
+        numpy_helper.from_array(np.arange(0, 3000, 10, dtype=np.int64), "sp_indices"),
+        [3000])
+    w = numpy_helper.from_array(rng.standard_normal((8, 300)).astype(np.float32), "w_big")
+    w.doc_string = "tensor doc"
+    w.metadata_props.add(key="tensor-meta", value="x")
+    names = helper.make_tensor("names", TensorProto.STRING, [3], [b"a", b"", "\u00e9\u4e2d".encode()])
+    node = helper.make_node("AddMul", ["x", "x"], ["y0"], domain="graft.test",
+                            name="fused", doc_string="node doc")
+    node = with_unknown_field(node, 1001, UNKNOWN_NODE)
+    then_g = helper.make_graph([helper.make_node("Identity", ["y0"], ["t_out"])], "then",
+                               [], [helper.make_tensor_value_info("t_out", F, ["N", 300])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["y0"], ["e_out"])], "else",
+                               [], [helper.make_tensor_value_info("e_out", F, ["N", 300])])
+    graph = helper.make_graph(
+        [node,
+         helper.make_node("Constant", [], ["cond"], value=numpy_helper.from_array(np.array(True))),
+         helper.make_node("If", ["cond"], ["y1"], then_branch=then_g, else_branch=else_g),
+         helper.make_node("Transpose", ["w_big"], ["w_big_t"]),
+         # a tensor attribute >= 1 KiB in the main graph
+         helper.make_node("Constant", [], ["kc"], value=numpy_helper.from_array(
+             rng.standard_normal(300).astype(np.float32), "main_const")),
+         helper.make_node("Add", ["y1", "kc"], ["y1k"]),
+         helper.make_node("MatMul", ["y1k", "w_big_t"], ["y2"]),
+         helper.make_node("Identity", ["names"], ["names_out"])],
+        "kitchen_sink",
+        [helper.make_tensor_value_info("x", F, ["N", 300])],
+        [helper.make_tensor_value_info("y2", F, ["N", 8]),
+         helper.make_tensor_value_info("names_out", TensorProto.STRING, [3])],
+        initializer=[w, names], doc_string="graph doc",
+        value_info=[helper.make_tensor_value_info("y0", F, ["N", 300])],
+        sparse_initializer=[sparse])
+    graph.metadata_props.add(key="graph-meta", value="g")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("graft.test", 1)],
+                              functions=[fn], producer_name="graft-tests",
+                              producer_version="1.0", doc_string="model doc")
+    model.ir_version = 10
+    model.domain = "ai.graft.test"
+    model.model_version = 3
+    model.metadata_props.add(key="k", value="v")
+    model = with_unknown_field(model, 1000, UNKNOWN_MODEL)
+    onnx.checker.check_model(model, full_check=True)
+    feeds = {"x": rng.standard_normal((2, 300)).astype(np.float32)}
+    return model, feeds
+
+
+def save_kitchen_sink(d: str) -> str:
+    import onnx
+
+    model, _ = build_kitchen_sink()
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    onnx.save_model(model, path, save_as_external_data=True, location="ks.bin",
+                    size_threshold=1024)
+    return path
+
+
 def save_one_file(model, d: str) -> str:
     import onnx
 
@@ -169,6 +259,8 @@ def check_saved(src: str, out: str, threshold: int, feeds) -> list[str]:
     from onnx import numpy_helper
 
     problems = []
+    # what the source stores inline in typed fields (float_data, string_data)
+    src_raw = {t.name: t for t in onnx.load(src, load_external_data=False).graph.initializer}
     out_dir = os.path.dirname(out)
     orig = common.normalize_loaded(onnx.load(src, load_external_data=True))
     saved = common.normalize_loaded(onnx.load(out, load_external_data=True))
@@ -185,13 +277,14 @@ def check_saved(src: str, out: str, threshold: int, feeds) -> list[str]:
     regions: dict[str, list[tuple[int, int, str]]] = {}
     for name, to in oi.items():
         a, b = numpy_helper.to_array(to), numpy_helper.to_array(si[name])
-        if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+        same = (a.tolist() == b.tolist()) if a.dtype == object else (a.tobytes() == b.tobytes())
+        if a.dtype != b.dtype or a.shape != b.shape or not same:
             problems.append(f"{name}: tensor values differ after the round trip")
         tr = ri[name]
         nbytes = len(to.raw_data)
-        if name == "typed_f32":
-            if common.is_external(tr) or tr.raw_data or list(tr.float_data) != list(to.float_data):
-                problems.append(f"{name}: typed float_data tensor not kept inline in float_data")
+        if (not src_raw[name].raw_data and not common.is_external(src_raw[name])):
+            if common.is_external(tr) or tr != src_raw[name]:
+                problems.append(f"{name}: typed-field tensor not kept inline as it was")
             continue
         if common.is_external(tr):
             info = common.external_info(tr)
@@ -222,6 +315,17 @@ def check_saved(src: str, out: str, threshold: int, feeds) -> list[str]:
     if threshold <= 1024 and not regions:
         problems.append("no tensor stored externally")
 
+    with open(src, "rb") as f:
+        src_bytes = f.read()
+    with open(out, "rb") as f:
+        out_bytes = f.read()
+    for marker in (UNKNOWN_MODEL, UNKNOWN_NODE):
+        if marker in src_bytes and marker not in out_bytes:
+            problems.append(f"unknown field {marker.decode()!r} lost")
+    for what in ("functions", "sparse_initializer", "metadata_props", "doc_string"):
+        if what in str(orig) and what not in str(saved):
+            problems.append(f"{what} lost")
+
     try:
         onnx.checker.check_model(out, full_check=True)
     except Exception as e:  # noqa: BLE001
@@ -233,7 +337,8 @@ def check_saved(src: str, out: str, threshold: int, feeds) -> list[str]:
         want = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"]).run(None, feeds)
         got = ort.InferenceSession(out, so, providers=["CPUExecutionProvider"]).run(None, feeds)
         for i, (w, g) in enumerate(zip(want, got)):
-            if w.shape != g.shape or w.tobytes() != g.tobytes():
+            same = (w.tolist() == g.tolist()) if w.dtype == object else (w.tobytes() == g.tobytes())
+            if w.shape != g.shape or not same:
                 problems.append(f"onnxruntime output {i} differs after the round trip")
     except Exception as e:  # noqa: BLE001
         problems.append(f"onnxruntime failed: {e}")
@@ -252,12 +357,14 @@ def main() -> int:
 
     model, feeds = build_model()
     sources = {
-        "one-file": save_one_file(model, os.path.join(work, "one-file", "src")),
-        "many-files": save_many_files(model, os.path.join(work, "many-files", "src")),
+        "one-file": (save_one_file(model, os.path.join(work, "one-file", "src")), feeds),
+        "many-files": (save_many_files(model, os.path.join(work, "many-files", "src")), feeds),
+        "kitchen-sink": (save_kitchen_sink(os.path.join(work, "kitchen-sink", "src")),
+                         build_kitchen_sink()[1]),
     }
     failures = []
     n = 0
-    for label, src in sources.items():
+    for label, (src, feeds) in sources.items():
         for threshold in (1024, 16):
             n += 1
             tag = f"{label} threshold={threshold}"
