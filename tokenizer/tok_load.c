@@ -1,0 +1,950 @@
+/* tokenizer/tok_load.c — tokenizer.json → component trees (jansson).
+ *
+ * Messages name the file and, for syntax errors, line and column; for
+ * semantic errors the JSON path of the component ("pre_tokenizer.
+ * pretokenizers[1]"). Unknown component types are GRAFT_EUNSUPPORTED. */
+#include <stdarg.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "tokenizer/tok_internal.h"
+
+extern const char tok_gpt2_regex[];
+
+#define TOK_MAX_VOCAB (1 << 26)
+#define TOK_MAX_DEPTH 32
+
+typedef struct ld {
+    graft_tokenizer *tok;
+    graft_error *err;
+    graft_status st;
+} ld;
+
+static bool fail(ld *L, graft_status code, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static bool fail(ld *L, graft_status code, const char *path, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    L->st = tok_err(L->err, code, "%s: %s: %s", L->tok->name, path, msg);
+    return false;
+}
+
+static bool oom(ld *L)
+{
+    L->st = tok_err(L->err, GRAFT_ENOMEM, "%s: out of memory", L->tok->name);
+    return false;
+}
+
+static const char *json_kind(const json_t *j)
+{
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* Optional boolean: absent or null → def. */
+static bool get_bool(ld *L, const json_t *o, const char *key, const char *path, bool def, bool *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return true;
+    }
+    if (!json_is_boolean(v))
+        return fail(L, GRAFT_EINVAL, path, "\"%s\" must be a boolean, not %s", key, json_kind(v));
+    *out = json_is_true(v);
+    return true;
+}
+
+/* Optional string: absent or null → *s = NULL unless required. */
+static bool get_str(ld *L, const json_t *o, const char *key, const char *path, bool required,
+                    const char **s, size_t *n)
+{
+    json_t *v = json_object_get(o, key);
+    *s = NULL;
+    *n = 0;
+    if (!v || json_is_null(v)) {
+        if (required) return fail(L, GRAFT_EINVAL, path, "missing string \"%s\"", key);
+        return true;
+    }
+    if (!json_is_string(v))
+        return fail(L, GRAFT_EINVAL, path, "\"%s\" must be a string, not %s", key, json_kind(v));
+    *s = json_string_value(v);
+    *n = json_string_length(v);
+    return true;
+}
+
+static bool get_int(ld *L, const json_t *o, const char *key, const char *path, long long def,
+                    long long lo, long long hi, long long *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return true;
+    }
+    if (!json_is_integer(v))
+        return fail(L, GRAFT_EINVAL, path, "\"%s\" must be an integer, not %s", key, json_kind(v));
+    *out = json_integer_value(v);
+    if (*out < lo || *out > hi)
+        return fail(L, GRAFT_EINVAL, path, "\"%s\" = %lld is out of range [%lld, %lld]", key, *out,
+                    lo, hi);
+    return true;
+}
+
+/* A string holding exactly one char. */
+static bool get_char(ld *L, const json_t *o, const char *key, const char *path, uint32_t def,
+                     uint32_t *out)
+{
+    const char *s;
+    size_t n;
+    if (!get_str(L, o, key, path, false, &s, &n)) return false;
+    if (!s) {
+        *out = def;
+        return true;
+    }
+    if (n == 0 || (size_t)tok_utf8_len((unsigned char)s[0]) != n)
+        return fail(L, GRAFT_EINVAL, path, "\"%s\" must be a single character", key);
+    tok_utf8_dec(s, n, out);
+    return true;
+}
+
+static const char *get_type(ld *L, const json_t *o, const char *path, const char *what)
+{
+    json_t *t;
+    if (!json_is_object(o)) {
+        fail(L, GRAFT_EINVAL, path, "%s must be an object or null, not %s", what, json_kind(o));
+        return NULL;
+    }
+    t = json_object_get(o, "type");
+    if (!t || !json_is_string(t)) {
+        fail(L, GRAFT_EINVAL, path, "%s has no string \"type\"", what);
+        return NULL;
+    }
+    return json_string_value(t);
+}
+
+/* Pattern {"String": s} or {"Regex": r}. Strings are escaped into a regex,
+ * as HF does. */
+static bool get_pattern(ld *L, const json_t *o, const char *path, tok_pattern *p)
+{
+    json_t *pat = json_object_get(o, "pattern"), *v;
+    char where[300];
+    graft_status st;
+    snprintf(where, sizeof where, "%s: %s.pattern", L->tok->name, path);
+    if (!pat || !json_is_object(pat))
+        return fail(L, GRAFT_EINVAL, path, "missing \"pattern\" object ({\"String\": ...} or {\"Regex\": ...})");
+    if ((v = json_object_get(pat, "Regex")) && json_is_string(v)) {
+        st = tok_regex_init(&p->re, json_string_value(v), json_string_length(v), where, L->err);
+    } else if ((v = json_object_get(pat, "String")) && json_is_string(v)) {
+        const char *s = json_string_value(v);
+        size_t n = json_string_length(v);
+        tok_buf b = {0};
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)s[i];
+            bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+            if (c < 0x80 && !alnum && c != 0 && c != ' ' && !tok_buf_addc(&b, '\\')) {
+                tok_buf_free(&b);
+                return oom(L);
+            }
+            if (c == 0) {
+                if (!tok_buf_add(&b, "\\x{0}", 5)) {
+                    tok_buf_free(&b);
+                    return oom(L);
+                }
+                continue;
+            }
+            if (!tok_buf_addc(&b, (char)c)) {
+                tok_buf_free(&b);
+                return oom(L);
+            }
+        }
+        st = tok_regex_init(&p->re, b.p ? b.p : "", b.len, where, L->err);
+        tok_buf_free(&b);
+    } else
+        return fail(L, GRAFT_EINVAL, path, "\"pattern\" must be {\"String\": ...} or {\"Regex\": ...}");
+    if (st != GRAFT_OK) {
+        L->st = st;
+        return false;
+    }
+    return true;
+}
+
+static bool get_scheme(ld *L, const json_t *o, const char *path, tok_prepend_scheme *out)
+{
+    const char *s;
+    size_t n;
+    bool aps;
+    if (!get_str(L, o, "prepend_scheme", path, false, &s, &n)) return false;
+    if (s) {
+        if (strcmp(s, "always") == 0) *out = TOK_PREPEND_ALWAYS;
+        else if (strcmp(s, "first") == 0) *out = TOK_PREPEND_FIRST;
+        else if (strcmp(s, "never") == 0) *out = TOK_PREPEND_NEVER;
+        else
+            return fail(L, GRAFT_EUNSUPPORTED, path, "unknown prepend_scheme \"%s\" (always, first, never)", s);
+        return true;
+    }
+    if (!get_bool(L, o, "add_prefix_space", path, true, &aps)) return false;
+    *out = aps ? TOK_PREPEND_ALWAYS : TOK_PREPEND_NEVER;
+    return true;
+}
+
+static bool get_behavior(ld *L, const json_t *o, const char *path, tok_split_behavior def,
+                         tok_split_behavior *out)
+{
+    const char *s;
+    size_t n;
+    if (!get_str(L, o, "behavior", path, false, &s, &n)) return false;
+    if (!s) {
+        *out = def;
+        return true;
+    }
+    if (strcmp(s, "Removed") == 0) *out = TOK_SPLIT_REMOVED;
+    else if (strcmp(s, "Isolated") == 0) *out = TOK_SPLIT_ISOLATED;
+    else if (strcmp(s, "MergedWithPrevious") == 0) *out = TOK_SPLIT_MERGED_PREV;
+    else if (strcmp(s, "MergedWithNext") == 0) *out = TOK_SPLIT_MERGED_NEXT;
+    else if (strcmp(s, "Contiguous") == 0) *out = TOK_SPLIT_CONTIGUOUS;
+    else
+        return fail(L, GRAFT_EUNSUPPORTED, path,
+                    "unknown split behavior \"%s\" (Removed, Isolated, MergedWithPrevious, "
+                    "MergedWithNext, Contiguous)", s);
+    return true;
+}
+
+/* Children array of a Sequence. */
+static json_t *get_array(ld *L, const json_t *o, const char *key, const char *path)
+{
+    json_t *a = json_object_get(o, key);
+    if (!a || !json_is_array(a)) {
+        fail(L, GRAFT_EINVAL, path, "missing array \"%s\"", key);
+        return NULL;
+    }
+    return a;
+}
+
+/* ------------------------------------------------------------ normalizers */
+
+static tok_norm *load_norm(ld *L, const json_t *o, const char *path, int depth)
+{
+    const char *t = get_type(L, o, path, "normalizer");
+    tok_norm *nm;
+    const char *s;
+    size_t n;
+    if (!t) return NULL;
+    if (depth > TOK_MAX_DEPTH) {
+        fail(L, GRAFT_EINVAL, path, "components nested too deeply");
+        return NULL;
+    }
+    nm = calloc(1, sizeof *nm);
+    if (!nm) {
+        oom(L);
+        return NULL;
+    }
+    if (strcmp(t, "Sequence") == 0) {
+        json_t *a = get_array(L, o, "normalizers", path);
+        if (!a) goto fail;
+        nm->type = TOK_NORM_SEQUENCE;
+        nm->subs = calloc(json_array_size(a) + 1, sizeof *nm->subs);
+        if (!nm->subs) goto nomem;
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);
+            nm->subs[i] = load_norm(L, json_array_get(a, i), sub, depth + 1);
+            if (!nm->subs[i]) goto fail;
+            nm->nsubs++;
+        }
+    } else if (strcmp(t, "NFC") == 0) nm->type = TOK_NORM_NFC;
+    else if (strcmp(t, "NFD") == 0) nm->type = TOK_NORM_NFD;
+    else if (strcmp(t, "NFKC") == 0) nm->type = TOK_NORM_NFKC;
+    else if (strcmp(t, "NFKD") == 0) nm->type = TOK_NORM_NFKD;
+    else if (strcmp(t, "Lowercase") == 0) nm->type = TOK_NORM_LOWERCASE;
+    else if (strcmp(t, "StripAccents") == 0) nm->type = TOK_NORM_STRIP_ACCENTS;
+    else if (strcmp(t, "Nmt") == 0) nm->type = TOK_NORM_NMT;
+    else if (strcmp(t, "ByteLevel") == 0) nm->type = TOK_NORM_BYTE_LEVEL;
+    else if (strcmp(t, "Replace") == 0) {
+        nm->type = TOK_NORM_REPLACE;
+        if (!get_pattern(L, o, path, &nm->pat)) goto fail;
+        if (!get_str(L, o, "content", path, true, &s, &n)) goto fail;
+        if (!(nm->str = tok_strndup(s, n))) goto nomem;
+        nm->slen = n;
+    } else if (strcmp(t, "Prepend") == 0 || strcmp(t, "Append") == 0) {
+        bool pre = t[0] == 'P';
+        nm->type = pre ? TOK_NORM_PREPEND : TOK_NORM_APPEND;
+        if (!get_str(L, o, pre ? "prepend" : "append", path, true, &s, &n)) goto fail;
+        if (!(nm->str = tok_strndup(s, n))) goto nomem;
+        nm->slen = n;
+    } else if (strcmp(t, "Strip") == 0) {
+        nm->type = TOK_NORM_STRIP;
+        if (!get_bool(L, o, "strip_left", path, true, &nm->left) ||
+            !get_bool(L, o, "strip_right", path, true, &nm->right))
+            goto fail;
+    } else if (strcmp(t, "BertNormalizer") == 0) {
+        json_t *sa = json_object_get(o, "strip_accents");
+        nm->type = TOK_NORM_BERT;
+        if (!get_bool(L, o, "clean_text", path, true, &nm->clean_text) ||
+            !get_bool(L, o, "handle_chinese_chars", path, true, &nm->chinese_chars) ||
+            !get_bool(L, o, "lowercase", path, true, &nm->lowercase))
+            goto fail;
+        if (!sa || json_is_null(sa)) nm->strip_accents = nm->lowercase;
+        else if (!get_bool(L, o, "strip_accents", path, false, &nm->strip_accents)) goto fail;
+    } else if (strcmp(t, "Precompiled") == 0) {
+        json_t *cm = json_object_get(o, "precompiled_charsmap");
+        if (cm && !json_is_null(cm) && !(json_is_string(cm) && json_string_length(cm) == 0)) {
+            fail(L, GRAFT_EUNSUPPORTED, path,
+                 "normalizer type \"Precompiled\" with a SentencePiece charsmap is not supported");
+            goto fail;
+        }
+        nm->type = TOK_NORM_SEQUENCE; /* empty map: identity */
+    } else {
+        fail(L, GRAFT_EUNSUPPORTED, path,
+             "unknown normalizer type \"%s\" (supported: Sequence, NFC, NFD, NFKC, NFKD, "
+             "Lowercase, Replace, Prepend, Append, Strip, StripAccents, BertNormalizer, Nmt, "
+             "ByteLevel)", t);
+        goto fail;
+    }
+    return nm;
+nomem:
+    oom(L);
+fail:
+    tok_norm_free(nm);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ pre-tokenizers */
+
+static tok_pre *load_pre(ld *L, const json_t *o, const char *path, int depth)
+{
+    const char *t = get_type(L, o, path, "pre-tokenizer");
+    tok_pre *p;
+    char where[300];
+    if (!t) return NULL;
+    if (depth > TOK_MAX_DEPTH) {
+        fail(L, GRAFT_EINVAL, path, "components nested too deeply");
+        return NULL;
+    }
+    p = calloc(1, sizeof *p);
+    if (!p) {
+        oom(L);
+        return NULL;
+    }
+    snprintf(where, sizeof where, "%s: %s", L->tok->name, path);
+    if (strcmp(t, "Sequence") == 0) {
+        json_t *a = get_array(L, o, "pretokenizers", path);
+        if (!a) goto fail;
+        p->type = TOK_PRE_SEQUENCE;
+        p->subs = calloc(json_array_size(a) + 1, sizeof *p->subs);
+        if (!p->subs) goto nomem;
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", path, i);
+            p->subs[i] = load_pre(L, json_array_get(a, i), sub, depth + 1);
+            if (!p->subs[i]) goto fail;
+            p->nsubs++;
+        }
+    } else if (strcmp(t, "ByteLevel") == 0) {
+        p->type = TOK_PRE_BYTE_LEVEL;
+        if (!get_bool(L, o, "add_prefix_space", path, true, &p->add_prefix_space) ||
+            !get_bool(L, o, "use_regex", path, true, &p->use_regex))
+            goto fail;
+        if (p->use_regex) {
+            if ((L->st = tok_regex_init(&p->pat.re, tok_gpt2_regex, strlen(tok_gpt2_regex), where,
+                                        L->err)) != GRAFT_OK)
+                goto fail;
+            p->has_pat = true;
+        }
+    } else if (strcmp(t, "Split") == 0) {
+        p->type = TOK_PRE_SPLIT;
+        if (!get_pattern(L, o, path, &p->pat)) goto fail;
+        p->has_pat = true;
+        if (!get_behavior(L, o, path, TOK_SPLIT_REMOVED, &p->behavior) ||
+            !get_bool(L, o, "invert", path, false, &p->invert))
+            goto fail;
+    } else if (strcmp(t, "Metaspace") == 0) {
+        p->type = TOK_PRE_METASPACE;
+        if (!get_char(L, o, "replacement", path, 0x2581, &p->repl) ||
+            !get_scheme(L, o, path, &p->scheme) || !get_bool(L, o, "split", path, true, &p->split))
+            goto fail;
+    } else if (strcmp(t, "Whitespace") == 0) {
+        static const char re[] = "\\w+|[^\\w\\s]+";
+        p->type = TOK_PRE_WHITESPACE;
+        if ((L->st = tok_regex_init(&p->pat.re, re, strlen(re), where, L->err)) != GRAFT_OK) goto fail;
+        p->has_pat = true;
+    } else if (strcmp(t, "WhitespaceSplit") == 0) p->type = TOK_PRE_WHITESPACE_SPLIT;
+    else if (strcmp(t, "BertPreTokenizer") == 0) p->type = TOK_PRE_BERT;
+    else if (strcmp(t, "Digits") == 0) {
+        p->type = TOK_PRE_DIGITS;
+        if (!get_bool(L, o, "individual_digits", path, false, &p->individual_digits)) goto fail;
+    } else if (strcmp(t, "Punctuation") == 0) {
+        p->type = TOK_PRE_PUNCTUATION;
+        if (!get_behavior(L, o, path, TOK_SPLIT_ISOLATED, &p->behavior)) goto fail;
+    } else if (strcmp(t, "CharDelimiterSplit") == 0) {
+        p->type = TOK_PRE_CHAR_DELIMITER;
+        if (!get_char(L, o, "delimiter", path, ' ', &p->repl)) goto fail;
+    } else {
+        fail(L, GRAFT_EUNSUPPORTED, path,
+             "unknown pre-tokenizer type \"%s\" (supported: Sequence, ByteLevel, Split, "
+             "Metaspace, Whitespace, WhitespaceSplit, BertPreTokenizer, Digits, Punctuation, "
+             "CharDelimiterSplit)", t);
+        goto fail;
+    }
+    return p;
+nomem:
+    oom(L);
+fail:
+    tok_pre_free(p);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ decoders */
+
+static tok_dec *load_dec(ld *L, const json_t *o, const char *path, int depth)
+{
+    const char *t = get_type(L, o, path, "decoder");
+    tok_dec *d;
+    const char *s;
+    size_t n;
+    long long v;
+    if (!t) return NULL;
+    if (depth > TOK_MAX_DEPTH) {
+        fail(L, GRAFT_EINVAL, path, "components nested too deeply");
+        return NULL;
+    }
+    d = calloc(1, sizeof *d);
+    if (!d) {
+        oom(L);
+        return NULL;
+    }
+    if (strcmp(t, "Sequence") == 0) {
+        json_t *a = get_array(L, o, "decoders", path);
+        if (!a) goto fail;
+        d->type = TOK_DEC_SEQUENCE;
+        d->subs = calloc(json_array_size(a) + 1, sizeof *d->subs);
+        if (!d->subs) goto nomem;
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s.decoders[%zu]", path, i);
+            d->subs[i] = load_dec(L, json_array_get(a, i), sub, depth + 1);
+            if (!d->subs[i]) goto fail;
+            d->nsubs++;
+        }
+    } else if (strcmp(t, "ByteLevel") == 0) d->type = TOK_DEC_BYTE_LEVEL;
+    else if (strcmp(t, "ByteFallback") == 0) d->type = TOK_DEC_BYTE_FALLBACK;
+    else if (strcmp(t, "Fuse") == 0) d->type = TOK_DEC_FUSE;
+    else if (strcmp(t, "Replace") == 0) {
+        d->type = TOK_DEC_REPLACE;
+        if (!get_pattern(L, o, path, &d->pat)) goto fail;
+        if (!get_str(L, o, "content", path, true, &s, &n)) goto fail;
+        if (!(d->str = tok_strndup(s, n))) goto nomem;
+        d->slen = n;
+    } else if (strcmp(t, "Strip") == 0) {
+        d->type = TOK_DEC_STRIP;
+        if (!get_char(L, o, "content", path, ' ', &d->ch)) goto fail;
+        if (!get_int(L, o, "start", path, 0, 0, 1 << 30, &v)) goto fail;
+        d->start = (size_t)v;
+        if (!get_int(L, o, "stop", path, 0, 0, 1 << 30, &v)) goto fail;
+        d->stop = (size_t)v;
+    } else if (strcmp(t, "Metaspace") == 0) {
+        d->type = TOK_DEC_METASPACE;
+        if (!get_char(L, o, "replacement", path, 0x2581, &d->ch) || !get_scheme(L, o, path, &d->scheme))
+            goto fail;
+    } else if (strcmp(t, "WordPiece") == 0) {
+        d->type = TOK_DEC_WORDPIECE;
+        if (!get_str(L, o, "prefix", path, false, &s, &n)) goto fail;
+        if (!s) {
+            s = "##";
+            n = 2;
+        }
+        if (!(d->str = tok_strndup(s, n))) goto nomem;
+        d->slen = n;
+        if (!get_bool(L, o, "cleanup", path, true, &d->cleanup)) goto fail;
+    } else if (strcmp(t, "BPEDecoder") == 0) {
+        d->type = TOK_DEC_BPE;
+        if (!get_str(L, o, "suffix", path, false, &s, &n)) goto fail;
+        if (!s) {
+            s = "</w>";
+            n = 4;
+        }
+        if (!(d->str = tok_strndup(s, n))) goto nomem;
+        d->slen = n;
+    } else {
+        fail(L, GRAFT_EUNSUPPORTED, path,
+             "unknown decoder type \"%s\" (supported: Sequence, ByteLevel, Replace, "
+             "ByteFallback, Fuse, Strip, Metaspace, WordPiece, BPEDecoder)", t);
+        goto fail;
+    }
+    return d;
+nomem:
+    oom(L);
+fail:
+    tok_dec_free(d);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ model */
+
+static int32_t model_id(const tok_model *m, const char *s, size_t n)
+{
+    return tok_smap_get(&m->vocab, s, n);
+}
+
+static bool vocab_set(ld *L, tok_model *m, const char *s, size_t n, long long id, const char *path)
+{
+    if (id < 0 || id >= TOK_MAX_VOCAB)
+        return fail(L, GRAFT_EINVAL, path, "token id %lld out of range", id);
+    if ((size_t)id >= m->nvocab) {
+        size_t cap = m->nvocab, need = (size_t)id + 1;
+        /* tokens and token_len grow together */
+        size_t c1 = cap, c2 = cap;
+        if (!tok_grow((void **)&m->tokens, &c1, need, sizeof *m->tokens) ||
+            !tok_grow((void **)&m->token_len, &c2, c1, sizeof *m->token_len))
+            return oom(L);
+        (void)c2;
+        for (size_t i = m->nvocab; i < c1; i++) {
+            m->tokens[i] = NULL;
+            m->token_len[i] = 0;
+        }
+        m->nvocab = c1; /* trimmed at the end */
+    }
+    free(m->tokens[id]);
+    m->tokens[id] = tok_strndup(s, n);
+    if (!m->tokens[id]) return oom(L);
+    m->token_len[id] = (uint32_t)n;
+    return true;
+}
+
+static bool vocab_finish(ld *L, tok_model *m)
+{
+    size_t top = 0;
+    for (size_t i = 0; i < m->nvocab; i++)
+        if (m->tokens[i]) top = i + 1;
+    m->nvocab = top;
+    for (size_t i = 0; i < m->nvocab; i++)
+        if (m->tokens[i] && !tok_smap_put(&m->vocab, m->tokens[i], m->token_len[i], (int32_t)i))
+            return oom(L);
+    for (int b = 0; b < 256; b++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "<0x%02X>", b);
+        m->byte_ids[b] = model_id(m, nm, 6);
+    }
+    return true;
+}
+
+static bool load_vocab_obj(ld *L, tok_model *m, const json_t *v, const char *path)
+{
+    void *it;
+    if (!v || !json_is_object(v)) return fail(L, GRAFT_EINVAL, path, "\"vocab\" must be an object");
+    for (it = json_object_iter((json_t *)v); it; it = json_object_iter_next((json_t *)v, it)) {
+        const char *k = json_object_iter_key(it);
+        size_t kl = json_object_iter_key_len(it);
+        json_t *id = json_object_iter_value(it);
+        if (!json_is_integer(id))
+            return fail(L, GRAFT_EINVAL, path, "vocab entry \"%.64s\" must map to an integer id", k);
+        if (!vocab_set(L, m, k, kl, json_integer_value(id), path)) return false;
+    }
+    return vocab_finish(L, m);
+}
+
+static bool load_bpe(ld *L, tok_model *m, const json_t *o, const char *path)
+{
+    const char *s;
+    size_t n;
+    json_t *merges;
+    bool b;
+    m->type = TOK_MODEL_BPE;
+    if (!load_vocab_obj(L, m, json_object_get(o, "vocab"), path)) return false;
+    if (!get_str(L, o, "unk_token", path, false, &s, &n)) return false;
+    if (s) {
+        if (!(m->unk_token = tok_strndup(s, n))) return oom(L);
+        m->unk_id = model_id(m, s, n);
+    }
+    if (!get_str(L, o, "continuing_subword_prefix", path, false, &s, &n)) return false;
+    if (s) {
+        if (!(m->cont_prefix = tok_strndup(s, n))) return oom(L);
+        m->cont_prefix_len = n;
+    }
+    if (!get_str(L, o, "end_of_word_suffix", path, false, &s, &n)) return false;
+    if (s) {
+        if (!(m->eow_suffix = tok_strndup(s, n))) return oom(L);
+        m->eow_suffix_len = n;
+    }
+    if (!get_bool(L, o, "fuse_unk", path, false, &m->fuse_unk) ||
+        !get_bool(L, o, "byte_fallback", path, false, &m->byte_fallback) ||
+        !get_bool(L, o, "ignore_merges", path, false, &m->ignore_merges))
+        return false;
+    json_t *drop = json_object_get(o, "dropout");
+    if (drop && !json_is_null(drop) && !json_is_number(drop))
+        return fail(L, GRAFT_EINVAL, path, "\"dropout\" must be a number or null");
+    (void)b;
+    merges = json_object_get(o, "merges");
+    if (!merges || json_is_null(merges)) return true;
+    if (!json_is_array(merges)) return fail(L, GRAFT_EINVAL, path, "\"merges\" must be an array");
+    tok_buf nb = {0};
+    for (size_t i = 0; i < json_array_size(merges); i++) {
+        json_t *e = json_array_get(merges, i);
+        const char *a, *c;
+        size_t al, cl;
+        if (json_is_string(e)) {
+            const char *str = json_string_value(e), *sp = memchr(str, ' ', json_string_length(e));
+            size_t sl = json_string_length(e);
+            if (!sp || memchr(sp + 1, ' ', sl - (size_t)(sp + 1 - str))) {
+                tok_buf_free(&nb);
+                return fail(L, GRAFT_EINVAL, path, "merges[%zu] \"%.64s\" is not two tokens separated by one space", i, str);
+            }
+            a = str;
+            al = (size_t)(sp - str);
+            c = sp + 1;
+            cl = sl - al - 1;
+        } else if (json_is_array(e) && json_array_size(e) == 2 &&
+                   json_is_string(json_array_get(e, 0)) && json_is_string(json_array_get(e, 1))) {
+            a = json_string_value(json_array_get(e, 0));
+            al = json_string_length(json_array_get(e, 0));
+            c = json_string_value(json_array_get(e, 1));
+            cl = json_string_length(json_array_get(e, 1));
+        } else {
+            tok_buf_free(&nb);
+            return fail(L, GRAFT_EINVAL, path, "merges[%zu] must be \"a b\" or [\"a\", \"b\"]", i);
+        }
+        int32_t ia = model_id(m, a, al), ib = model_id(m, c, cl);
+        if (ia < 0 || ib < 0) {
+            tok_buf_free(&nb);
+            return fail(L, GRAFT_EINVAL, path, "merges[%zu]: token \"%.*s\" is not in the vocabulary", i,
+                        (int)(ia < 0 ? (al > 64 ? 64 : al) : (cl > 64 ? 64 : cl)), ia < 0 ? a : c);
+        }
+        nb.len = 0;
+        size_t skip = 0;
+        if (m->cont_prefix && cl >= m->cont_prefix_len &&
+            memcmp(c, m->cont_prefix, m->cont_prefix_len) == 0)
+            skip = m->cont_prefix_len;
+        if (!tok_buf_add(&nb, a, al) || !tok_buf_add(&nb, c + skip, cl - skip)) {
+            tok_buf_free(&nb);
+            return oom(L);
+        }
+        int32_t nid = model_id(m, nb.p, nb.len);
+        if (nid < 0) {
+            fail(L, GRAFT_EINVAL, path, "merges[%zu]: merged token \"%.64s\" is not in the vocabulary", i, nb.p);
+            tok_buf_free(&nb);
+            return false;
+        }
+        if (!tok_umap_put(&m->merges, ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib,
+                          ((uint64_t)i << 32) | (uint32_t)nid)) {
+            tok_buf_free(&nb);
+            return oom(L);
+        }
+    }
+    tok_buf_free(&nb);
+    return true;
+}
+
+static bool load_unigram(ld *L, tok_model *m, const json_t *o, const char *path)
+{
+    json_t *voc = json_object_get(o, "vocab");
+    long long unk;
+    size_t nv;
+    m->type = TOK_MODEL_UNIGRAM;
+    m->fuse_unk = true;
+    if (!voc || !json_is_array(voc)) return fail(L, GRAFT_EINVAL, path, "\"vocab\" must be an array of [piece, score]");
+    nv = json_array_size(voc);
+    if (nv >= TOK_MAX_VOCAB) return fail(L, GRAFT_EINVAL, path, "vocabulary too large");
+    if (!get_int(L, o, "unk_id", path, -1, -1, (long long)nv - 1, &unk)) return false;
+    if (!get_bool(L, o, "byte_fallback", path, false, &m->byte_fallback)) return false;
+    m->scores = calloc(nv + 1, sizeof *m->scores);
+    if (!m->scores) return oom(L);
+    if (!tok_trie_init(&m->trie)) return oom(L);
+    m->min_score = nv ? 1e300 : 0;
+    for (size_t i = 0; i < nv; i++) {
+        json_t *e = json_array_get(voc, i);
+        if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_string(json_array_get(e, 0)) ||
+            !json_is_number(json_array_get(e, 1)))
+            return fail(L, GRAFT_EINVAL, path, "vocab[%zu] must be [piece, score]", i);
+        const char *s = json_string_value(json_array_get(e, 0));
+        size_t n = json_string_length(json_array_get(e, 0));
+        if (!vocab_set(L, m, s, n, (long long)i, path)) return false;
+        m->scores[i] = json_number_value(json_array_get(e, 1));
+        if (m->scores[i] < m->min_score) m->min_score = m->scores[i];
+    }
+    if (!vocab_finish(L, m)) return false;
+    /* trie values are the id the vocabulary map resolves (last duplicate) */
+    for (size_t i = 0; i < m->nvocab; i++) {
+        if (!m->tokens[i] || !m->token_len[i]) continue;
+        int32_t id = model_id(m, m->tokens[i], m->token_len[i]);
+        if (!tok_trie_insert(&m->trie, m->tokens[i], m->token_len[i], id)) return oom(L);
+    }
+    m->unk_id = (int32_t)unk;
+    if (unk >= 0 && !(m->unk_token = tok_strndup(m->tokens[unk], m->token_len[unk]))) return oom(L);
+    return true;
+}
+
+static bool load_model(ld *L, const json_t *o)
+{
+    tok_model *m = &L->tok->model;
+    const char *path = "model", *t, *s;
+    size_t n;
+    json_t *tt;
+    m->unk_id = -1;
+    if (!o || !json_is_object(o)) return fail(L, GRAFT_EINVAL, path, "missing \"model\" object");
+    tt = json_object_get(o, "type");
+    if (tt && !json_is_string(tt)) return fail(L, GRAFT_EINVAL, path, "\"type\" must be a string");
+    if (tt) t = json_string_value(tt);
+    else if (json_object_get(o, "merges")) t = "BPE";
+    else if (json_is_array(json_object_get(o, "vocab"))) t = "Unigram";
+    else if (json_object_get(o, "max_input_chars_per_word")) t = "WordPiece";
+    else t = "WordLevel";
+    if (strcmp(t, "BPE") == 0) return load_bpe(L, m, o, path);
+    if (strcmp(t, "Unigram") == 0) return load_unigram(L, m, o, path);
+    if (strcmp(t, "WordPiece") == 0 || strcmp(t, "WordLevel") == 0) {
+        bool wp = t[4] == 'P';
+        long long mx;
+        m->type = wp ? TOK_MODEL_WORDPIECE : TOK_MODEL_WORDLEVEL;
+        if (!load_vocab_obj(L, m, json_object_get(o, "vocab"), path)) return false;
+        if (!get_str(L, o, "unk_token", path, false, &s, &n)) return false;
+        if (!s) {
+            s = "[UNK]";
+            n = 5;
+        }
+        if (!(m->unk_token = tok_strndup(s, n))) return oom(L);
+        m->unk_id = model_id(m, s, n);
+        if (wp) {
+            if (!get_str(L, o, "continuing_subword_prefix", path, false, &s, &n)) return false;
+            if (!s) {
+                s = "##";
+                n = 2;
+            }
+            if (!(m->cont_prefix = tok_strndup(s, n))) return oom(L);
+            m->cont_prefix_len = n;
+            if (!get_int(L, o, "max_input_chars_per_word", path, 100, 0, 1LL << 40, &mx)) return false;
+            m->max_input_chars = (size_t)mx;
+        }
+        return true;
+    }
+    return fail(L, GRAFT_EUNSUPPORTED, path,
+                "unknown model type \"%s\" (supported: BPE, WordPiece, WordLevel, Unigram)", t);
+}
+
+/* ------------------------------------------------------------ post-processors */
+
+static bool tmpl_special_ids(ld *L, const json_t *specials, const char *name, const char *path,
+                             tok_tmpl_item *it)
+{
+    json_t *sp = specials ? json_object_get(specials, name) : NULL, *ids;
+    if (!sp || !json_is_object(sp) || !(ids = json_object_get(sp, "ids")) || !json_is_array(ids))
+        return fail(L, GRAFT_EINVAL, path, "template special token \"%.64s\" has no entry with \"ids\" in special_tokens", name);
+    it->nids = json_array_size(ids);
+    it->ids = calloc(it->nids + 1, sizeof *it->ids);
+    if (!it->ids) return oom(L);
+    for (size_t i = 0; i < it->nids; i++) {
+        json_t *v = json_array_get(ids, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= TOK_MAX_VOCAB)
+            return fail(L, GRAFT_EINVAL, path, "special token \"%.64s\": bad id", name);
+        it->ids[i] = (int32_t)json_integer_value(v);
+    }
+    return true;
+}
+
+static bool get_tok_pair(ld *L, const json_t *o, const char *key, const char *path, int32_t *id)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || !json_is_array(v) || json_array_size(v) != 2 || !json_is_integer(json_array_get(v, 1)))
+        return fail(L, GRAFT_EINVAL, path, "\"%s\" must be [token, id]", key);
+    long long x = json_integer_value(json_array_get(v, 1));
+    if (x < 0 || x >= TOK_MAX_VOCAB) return fail(L, GRAFT_EINVAL, path, "\"%s\": bad id", key);
+    *id = (int32_t)x;
+    return true;
+}
+
+static tok_post *load_post(ld *L, const json_t *o, const char *path, int depth)
+{
+    const char *t = get_type(L, o, path, "post-processor");
+    tok_post *p;
+    if (!t) return NULL;
+    if (depth > TOK_MAX_DEPTH) {
+        fail(L, GRAFT_EINVAL, path, "components nested too deeply");
+        return NULL;
+    }
+    p = calloc(1, sizeof *p);
+    if (!p) {
+        oom(L);
+        return NULL;
+    }
+    if (strcmp(t, "Sequence") == 0) {
+        json_t *a = get_array(L, o, "processors", path);
+        if (!a) goto fail;
+        p->type = TOK_POST_SEQUENCE;
+        p->subs = calloc(json_array_size(a) + 1, sizeof *p->subs);
+        if (!p->subs) goto nomem;
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s.processors[%zu]", path, i);
+            p->subs[i] = load_post(L, json_array_get(a, i), sub, depth + 1);
+            if (!p->subs[i]) goto fail;
+            p->nsubs++;
+        }
+    } else if (strcmp(t, "ByteLevel") == 0) p->type = TOK_POST_BYTE_LEVEL;
+    else if (strcmp(t, "RobertaProcessing") == 0 || strcmp(t, "BertProcessing") == 0) {
+        p->type = TOK_POST_ROBERTA;
+        if (!get_tok_pair(L, o, "cls", path, &p->cls_id) || !get_tok_pair(L, o, "sep", path, &p->sep_id))
+            goto fail;
+    } else if (strcmp(t, "TemplateProcessing") == 0) {
+        json_t *single = json_object_get(o, "single"), *specials = json_object_get(o, "special_tokens");
+        p->type = TOK_POST_TEMPLATE;
+        if (!single || !json_is_array(single)) {
+            fail(L, GRAFT_EINVAL, path, "missing array \"single\"");
+            goto fail;
+        }
+        p->items = calloc(json_array_size(single) + 1, sizeof *p->items);
+        if (!p->items) goto nomem;
+        for (size_t i = 0; i < json_array_size(single); i++) {
+            json_t *e = json_array_get(single, i), *x;
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s.single[%zu]", path, i);
+            p->nitems++;
+            if (json_is_object(e) && (x = json_object_get(e, "SpecialToken")) && json_is_object(x)) {
+                json_t *idv = json_object_get(x, "id");
+                if (!idv || !json_is_string(idv)) {
+                    fail(L, GRAFT_EINVAL, sub, "SpecialToken needs a string \"id\"");
+                    goto fail;
+                }
+                p->items[i].special = true;
+                if (!tmpl_special_ids(L, specials, json_string_value(idv), sub, &p->items[i])) goto fail;
+            } else if (json_is_object(e) && (x = json_object_get(e, "Sequence")) && json_is_object(x)) {
+                p->items[i].special = false;
+            } else {
+                fail(L, GRAFT_EINVAL, sub, "template items are {\"SpecialToken\": ...} or {\"Sequence\": ...}");
+                goto fail;
+            }
+        }
+    } else {
+        fail(L, GRAFT_EUNSUPPORTED, path,
+             "unknown post-processor type \"%s\" (supported: Sequence, TemplateProcessing, "
+             "ByteLevel, RobertaProcessing, BertProcessing)", t);
+        goto fail;
+    }
+    return p;
+nomem:
+    oom(L);
+fail:
+    tok_post_free(p);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ added tokens */
+
+static bool load_added(ld *L, const json_t *a)
+{
+    graft_tokenizer *tok = L->tok;
+    if (!a || json_is_null(a)) return true;
+    if (!json_is_array(a)) return fail(L, GRAFT_EINVAL, "added_tokens", "must be an array");
+    tok->added = calloc(json_array_size(a) + 1, sizeof *tok->added);
+    if (!tok->added) return oom(L);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *e = json_array_get(a, i);
+        char path[64];
+        const char *s;
+        size_t n;
+        long long id;
+        tok_added *t = &tok->added[tok->nadded];
+        snprintf(path, sizeof path, "added_tokens[%zu]", i);
+        if (!json_is_object(e)) return fail(L, GRAFT_EINVAL, path, "must be an object");
+        if (!get_str(L, e, "content", path, true, &s, &n)) return false;
+        if (!get_int(L, e, "id", path, -1, 0, TOK_MAX_VOCAB - 1, &id)) return false;
+        if (id < 0) return fail(L, GRAFT_EINVAL, path, "missing integer \"id\"");
+        if (!get_bool(L, e, "special", path, false, &t->special) ||
+            !get_bool(L, e, "normalized", path, !t->special, &t->normalized) ||
+            !get_bool(L, e, "lstrip", path, false, &t->lstrip) ||
+            !get_bool(L, e, "rstrip", path, false, &t->rstrip) ||
+            !get_bool(L, e, "single_word", path, false, &t->single_word))
+            return false;
+        if (n == 0) continue; /* HF ignores empty added tokens */
+        if (!(t->content = tok_strndup(s, n))) return oom(L);
+        t->len = n;
+        int32_t mid = tok_smap_get(&tok->model.vocab, s, n);
+        t->id = mid >= 0 ? mid : (int32_t)id;
+        tok->nadded++;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ document */
+
+graft_status tok_load_doc(graft_tokenizer *tok, const char *json, size_t len, graft_error *err)
+{
+    json_error_t je;
+    json_t *root, *v;
+    ld L = {tok, err, GRAFT_OK};
+    root = json_loadb(json, len, JSON_ALLOW_NUL, &je);
+    if (!root)
+        return tok_err(err, GRAFT_EINVAL, "%s: line %d, column %d: malformed JSON: %s", tok->name,
+                       je.line, je.column, je.text);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return tok_err(err, GRAFT_EINVAL, "%s: line 1, column 1: the document is not a JSON object",
+                       tok->name);
+    }
+    if (!load_model(&L, json_object_get(root, "model"))) goto fail;
+    v = json_object_get(root, "normalizer");
+    if (v && !json_is_null(v) && !(tok->norm = load_norm(&L, v, "normalizer", 0))) goto fail;
+    v = json_object_get(root, "pre_tokenizer");
+    if (v && !json_is_null(v) && !(tok->pre = load_pre(&L, v, "pre_tokenizer", 0))) goto fail;
+    v = json_object_get(root, "post_processor");
+    if (v && !json_is_null(v) && !(tok->post = load_post(&L, v, "post_processor", 0))) goto fail;
+    v = json_object_get(root, "decoder");
+    if (v && !json_is_null(v) && !(tok->dec = load_dec(&L, v, "decoder", 0))) goto fail;
+    if (!load_added(&L, json_object_get(root, "added_tokens"))) goto fail;
+    json_decref(root);
+    return GRAFT_OK;
+fail:
+    json_decref(root);
+    return L.st != GRAFT_OK ? L.st : tok_err(err, GRAFT_EINVAL, "%s: invalid tokenizer", tok->name);
+}
+
+/* ------------------------------------------------------------ frees */
+
+void tok_norm_free(tok_norm *n)
+{
+    if (!n) return;
+    for (size_t i = 0; i < n->nsubs; i++) tok_norm_free(n->subs[i]);
+    free(n->subs);
+    tok_regex_free(&n->pat.re);
+    free(n->str);
+    free(n);
+}
+
+void tok_pre_free(tok_pre *p)
+{
+    if (!p) return;
+    for (size_t i = 0; i < p->nsubs; i++) tok_pre_free(p->subs[i]);
+    free(p->subs);
+    tok_regex_free(&p->pat.re);
+    free(p);
+}
+
+void tok_post_free(tok_post *p)
+{
+    if (!p) return;
+    for (size_t i = 0; i < p->nsubs; i++) tok_post_free(p->subs[i]);
+    free(p->subs);
+    if (p->items)
+        for (size_t i = 0; i < p->nitems; i++) free(p->items[i].ids);
+    free(p->items);
+    free(p);
+}
+
+void tok_dec_free(tok_dec *d)
+{
+    if (!d) return;
+    for (size_t i = 0; i < d->nsubs; i++) tok_dec_free(d->subs[i]);
+    free(d->subs);
+    tok_regex_free(&d->pat.re);
+    free(d->str);
+    free(d);
+}
