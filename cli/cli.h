@@ -23,6 +23,7 @@
  * dispatch table and the declarations below follow from it. */
 #define GRAFT_CLI_COMMANDS(X)                                                      \
     X(inspect, "show a model's or pipeline's I/O, ops, weights and KV layout")     \
+    X(tokenize, "encode or decode text with a tokenizer.json")                    \
     /* end of the command table */
 
 #define GRAFT_CLI_DECLARE_(name, summary) int graft_cli_##name(int argc, char **argv);
