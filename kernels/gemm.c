@@ -1,0 +1,708 @@
+/* CPU linear algebra shared by kernels: thread pool, fp32 GEMM/GEMV,
+ * scratch buffers, dtype conversions. See kernels/gemm.h.
+ *
+ * GEMM: C is cut into blocks of NB columns (and, when there are too few
+ * of those to feed every thread, of MC rows); each block is one pool
+ * task. A is packed once per call into MR-row panels per KC-deep slice;
+ * each task packs its KC x NB slice of B into NR-column panels and runs an
+ * MR x NR register-tile micro-kernel (AVX2+FMA when the CPU has it, plain
+ * C otherwise). M == 1 takes GEMV paths that stream B once. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define K_X86 1
+#endif
+
+#include "kernels/gemm.h"
+#include "runtime/rt.h"
+
+/* ------------------------------------------------------------ thread pool */
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    int n; /* threads, caller included */
+    uint32_t gen;
+    k_task_fn fn;
+    void *ctx;
+    int64_t n_tasks;
+    _Atomic uint64_t ticket; /* gen << 32 | next task */
+    _Atomic int64_t done;
+    atomic_flag busy;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, NULL,
+          NULL, 0, 0, 0, ATOMIC_FLAG_INIT};
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static _Thread_local int in_task;
+
+/* Claims and runs tasks of generation `gen` until none are left. */
+static void pool_drain(uint32_t gen, k_task_fn fn, void *ctx, int64_t n)
+{
+    int64_t ran = 0;
+    for (;;) {
+        uint64_t t = atomic_load(&pool.ticket);
+        if ((uint32_t)(t >> 32) != gen) break;
+        int64_t idx = (int64_t)(t & 0xffffffffu);
+        if (idx >= n) break;
+        if (!atomic_compare_exchange_weak(&pool.ticket, &t, t + 1)) continue;
+        fn(ctx, idx);
+        ran++;
+    }
+    if (ran && atomic_fetch_add(&pool.done, ran) + ran == n) {
+        pthread_mutex_lock(&pool.mu);
+        pthread_cond_broadcast(&pool.cv_done);
+        pthread_mutex_unlock(&pool.mu);
+    }
+}
+
+static void *pool_worker(void *arg)
+{
+    (void)arg;
+    in_task = 1;
+    uint32_t seen = 0;
+    pthread_mutex_lock(&pool.mu);
+    for (;;) {
+        while (pool.gen == seen) pthread_cond_wait(&pool.cv_work, &pool.mu);
+        seen = pool.gen;
+        k_task_fn fn = pool.fn;
+        void *ctx = pool.ctx;
+        int64_t n = pool.n_tasks;
+        pthread_mutex_unlock(&pool.mu);
+        pool_drain(seen, fn, ctx, n);
+        pthread_mutex_lock(&pool.mu);
+    }
+    return NULL;
+}
+
+static void pool_init(void)
+{
+    int n = 0;
+    const char *env = getenv("GRAFT_THREADS");
+    if (env && *env) n = atoi(env);
+    if (n <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    if (n > 256) n = 256;
+    int started = 1;
+    for (int i = 1; i < n; i++) {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, pool_worker, NULL) == 0) started++;
+        pthread_attr_destroy(&at);
+    }
+    pool.n = started;
+}
+
+int k_threads(void)
+{
+    pthread_once(&pool_once, pool_init);
+    return pool.n;
+}
+
+void k_parallel_for(int64_t n_tasks, k_task_fn fn, void *ctx)
+{
+    if (n_tasks <= 0) return;
+    if (n_tasks == 1 || in_task || k_threads() <= 1 || n_tasks > 0x7fffffff ||
+        atomic_flag_test_and_set(&pool.busy)) {
+        for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t);
+        return;
+    }
+    pthread_mutex_lock(&pool.mu);
+    uint32_t gen = pool.gen + 1;
+    if (gen == 0) gen = 1;
+    pool.fn = fn;
+    pool.ctx = ctx;
+    pool.n_tasks = n_tasks;
+    atomic_store(&pool.done, 0);
+    atomic_store(&pool.ticket, (uint64_t)gen << 32);
+    pool.gen = gen;
+    pthread_cond_broadcast(&pool.cv_work);
+    pthread_mutex_unlock(&pool.mu);
+    in_task = 1;
+    pool_drain(gen, fn, ctx, n_tasks);
+    in_task = 0;
+    pthread_mutex_lock(&pool.mu);
+    while (atomic_load(&pool.done) < n_tasks) pthread_cond_wait(&pool.cv_done, &pool.mu);
+    pthread_mutex_unlock(&pool.mu);
+    atomic_flag_clear(&pool.busy);
+}
+
+/* ------------------------------------------------------------ scratch */
+
+void *k_buf_get(k_buf *b, size_t bytes)
+{
+    if (bytes <= b->cap && b->p) return b->p;
+    size_t alloc = (bytes + 63) / 64 * 64;
+    if (alloc == 0) alloc = 64;
+    void *p = aligned_alloc(64, alloc);
+    if (!p) return NULL;
+    free(b->p);
+    b->p = p;
+    b->cap = alloc;
+    return p;
+}
+
+void k_buf_free(k_buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+/* ------------------------------------------------------------ conversions */
+
+int k_is_float(int dtype)
+{
+    return dtype == GRAFT_DTYPE_FLOAT || dtype == GRAFT_DTYPE_FLOAT16 || dtype == GRAFT_DTYPE_BFLOAT16 ||
+           dtype == GRAFT_DTYPE_DOUBLE;
+}
+
+int k_to_f32(int dtype, const void *src, float *dst, size_t n)
+{
+    switch (dtype) {
+    case GRAFT_DTYPE_FLOAT:
+        if (dst != src) memmove(dst, src, n * 4);
+        return 1;
+    case GRAFT_DTYPE_FLOAT16: {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = rt_f16_to_f32(s[i]);
+        return 1;
+    }
+    case GRAFT_DTYPE_BFLOAT16: {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = rt_bf16_to_f32(s[i]);
+        return 1;
+    }
+    case GRAFT_DTYPE_DOUBLE: {
+        const double *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
+int k_from_f32(int dtype, const float *src, void *dst, size_t n)
+{
+    switch (dtype) {
+    case GRAFT_DTYPE_FLOAT:
+        if (dst != src) memmove(dst, src, n * 4);
+        return 1;
+    case GRAFT_DTYPE_FLOAT16: {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = rt_f32_to_f16(src[i]);
+        return 1;
+    }
+    case GRAFT_DTYPE_BFLOAT16: {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = rt_f32_to_bf16(src[i]);
+        return 1;
+    }
+    case GRAFT_DTYPE_DOUBLE: {
+        double *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = src[i];
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
+/* ------------------------------------------------------------ CPU features */
+
+static int have_avx2(void)
+{
+#ifdef K_X86
+    static int v = -1;
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        const char *env = getenv("GRAFT_NO_SIMD");
+        if (env && *env && *env != '0') v = 0;
+    }
+    return v;
+#else
+    return 0;
+#endif
+}
+
+/* ------------------------------------------------------------ vector helpers */
+
+#ifdef K_X86
+__attribute__((target("avx2,fma"))) static float hsum256(__m256 v)
+{
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
+    return _mm_cvtss_f32(lo);
+}
+
+__attribute__((target("avx2,fma"))) static float dot_avx2(const float *a, const float *b, int64_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = hsum256(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+__attribute__((target("avx2,fma"))) static void axpy_avx2(int64_t n, float a, const float *x, float *y)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+#endif
+
+float k_dot(const float *a, const float *b, int64_t n)
+{
+#ifdef K_X86
+    if (have_avx2()) return dot_avx2(a, b, n);
+#endif
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+void k_axpy(int64_t n, float a, const float *x, float *y)
+{
+#ifdef K_X86
+    if (have_avx2()) {
+        axpy_avx2(n, a, x, y);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+/* ------------------------------------------------------------ GEMM blocking */
+
+#define MR 6
+#define NR 16
+#define KC 256
+#define MC 96  /* rows per L2 block of packed A (multiple of MR) */
+#define NB 256 /* columns per task (multiple of NR) */
+
+/* C[mr x nr] (+)= alpha * Ap(kc x MR)^T Bp(kc x NR); `acc` says whether to
+ * add to C (else C is overwritten). */
+static void ukr_c(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, float alpha, int mr,
+                  int nr)
+{
+    float acc[MR][NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        const float *a = Ap + k * MR, *b = Bp + k * NR;
+        for (int r = 0; r < MR; r++)
+            for (int c = 0; c < NR; c++) acc[r][c] += a[r] * b[c];
+    }
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nr; c++) C[r * ldc + c] += alpha * acc[r][c];
+}
+
+#ifdef K_X86
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *Ap, const float *Bp, float *C,
+                                                         int64_t ldc, float alpha, int mr, int nr)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_loadu_ps(Bp), b1 = _mm256_loadu_ps(Bp + 8), a;
+        a = _mm256_broadcast_ss(Ap);
+        c00 = _mm256_fmadd_ps(a, b0, c00);
+        c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(Ap + 1);
+        c10 = _mm256_fmadd_ps(a, b0, c10);
+        c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(Ap + 2);
+        c20 = _mm256_fmadd_ps(a, b0, c20);
+        c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(Ap + 3);
+        c30 = _mm256_fmadd_ps(a, b0, c30);
+        c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(Ap + 4);
+        c40 = _mm256_fmadd_ps(a, b0, c40);
+        c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(Ap + 5);
+        c50 = _mm256_fmadd_ps(a, b0, c50);
+        c51 = _mm256_fmadd_ps(a, b1, c51);
+        Ap += MR;
+        Bp += NR;
+    }
+    __m256 va = _mm256_set1_ps(alpha);
+    __m256 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    if (nr == NR) {
+        for (int r = 0; r < mr; r++) {
+            float *c = C + r * ldc;
+            _mm256_storeu_ps(c, _mm256_fmadd_ps(va, rows[r][0], _mm256_loadu_ps(c)));
+            _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(va, rows[r][1], _mm256_loadu_ps(c + 8)));
+        }
+    } else {
+        float tmp[NR];
+        for (int r = 0; r < mr; r++) {
+            _mm256_storeu_ps(tmp, rows[r][0]);
+            _mm256_storeu_ps(tmp + 8, rows[r][1]);
+            for (int c = 0; c < nr; c++) C[r * ldc + c] += alpha * tmp[c];
+        }
+    }
+}
+#endif
+
+typedef struct gemm_job {
+    int transA, transB;
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    int64_t lda, ldb, ldc;
+    float *C;
+    const float *Apack; /* all of A, packed */
+    int64_t n_nblocks, n_mchunks, mchunk;
+} gemm_job;
+
+static _Thread_local k_buf tl_apack, tl_bpack;
+
+/* Packs A rows [0, M) x depth [k0, k0+kc) into MR-row panels (zero-padded). */
+static void pack_a(const gemm_job *j, int64_t k0, int64_t kc, float *dst)
+{
+    for (int64_t i0 = 0; i0 < j->M; i0 += MR) {
+        int mr = (int)(j->M - i0 < MR ? j->M - i0 : MR);
+        for (int64_t k = 0; k < kc; k++) {
+            float *d = dst + k * MR;
+            for (int r = 0; r < mr; r++)
+                d[r] = j->transA ? j->A[(k0 + k) * j->lda + i0 + r] : j->A[(i0 + r) * j->lda + k0 + k];
+            for (int r = mr; r < MR; r++) d[r] = 0;
+        }
+        dst += kc * MR;
+    }
+}
+
+/* Packs B depth [k0, k0+kc) x columns [n0, n0+nb) into NR-column panels. */
+static void pack_b(const gemm_job *j, int64_t k0, int64_t kc, int64_t n0, int64_t nb, float *dst)
+{
+    for (int64_t c0 = 0; c0 < nb; c0 += NR) {
+        int nr = (int)(nb - c0 < NR ? nb - c0 : NR);
+        if (!j->transB && nr == NR) {
+            for (int64_t k = 0; k < kc; k++)
+                memcpy(dst + k * NR, j->B + (k0 + k) * j->ldb + n0 + c0, NR * sizeof(float));
+        } else {
+            for (int64_t k = 0; k < kc; k++) {
+                float *d = dst + k * NR;
+                for (int c = 0; c < nr; c++)
+                    d[c] = j->transB ? j->B[(n0 + c0 + c) * j->ldb + k0 + k] : j->B[(k0 + k) * j->ldb + n0 + c0 + c];
+                for (int c = nr; c < NR; c++) d[c] = 0;
+            }
+        }
+        dst += kc * NR;
+    }
+}
+
+static void gemm_task(void *ctx, int64_t t)
+{
+    const gemm_job *j = ctx;
+    int64_t nbi = t % j->n_nblocks, mci = t / j->n_nblocks;
+    int64_t n0 = nbi * NB, nb = j->N - n0 < NB ? j->N - n0 : NB;
+    int64_t m_lo = mci * j->mchunk, m_hi = m_lo + j->mchunk < j->M ? m_lo + j->mchunk : j->M;
+    /* beta */
+    for (int64_t i = m_lo; i < m_hi; i++) {
+        float *c = j->C + i * j->ldc + n0;
+        if (j->beta == 0) memset(c, 0, (size_t)nb * sizeof(float));
+        else if (j->beta != 1)
+            for (int64_t x = 0; x < nb; x++) c[x] *= j->beta;
+    }
+    int64_t nbp = (nb + NR - 1) / NR * NR;
+    float *Bp = k_buf_get(&tl_bpack, (size_t)(KC * nbp) * sizeof(float));
+    RT_ASSERT(Bp);
+    int64_t Mp = (j->M + MR - 1) / MR * MR;
+#ifdef K_X86
+    int simd = have_avx2();
+#endif
+    for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
+        int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+        pack_b(j, k0, kc, n0, nb, Bp);
+        const float *Ablk = j->Apack + k0 * Mp; /* slice k0: Mp x kc, panels of MR */
+        for (int64_t mb = m_lo; mb < m_hi; mb += MC) {
+            int64_t me = mb + MC < m_hi ? mb + MC : m_hi;
+            for (int64_t c0 = 0; c0 < nb; c0 += NR) {
+                int nr = (int)(nb - c0 < NR ? nb - c0 : NR);
+                const float *bp = Bp + (c0 / NR) * kc * NR;
+                for (int64_t i0 = mb; i0 < me; i0 += MR) {
+                    int mr = (int)(me - i0 < MR ? me - i0 : MR);
+                    const float *ap = Ablk + (i0 / MR) * kc * MR;
+                    float *c = j->C + i0 * j->ldc + n0 + c0;
+#ifdef K_X86
+                    if (simd) ukr_avx2(kc, ap, bp, c, j->ldc, j->alpha, mr, nr);
+                    else
+#endif
+                        ukr_c(kc, ap, bp, c, j->ldc, j->alpha, mr, nr);
+                }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ GEMV (M == 1) */
+
+typedef struct gemv_job {
+    int64_t N, K, ldb, chunk;
+    float alpha, beta;
+    const float *x, *B;
+    float *y;
+} gemv_job;
+
+#ifdef K_X86
+/* y[0..n) = sum_k x[k] * B[k*ldb + 0..n), B rows streamed four at a time */
+__attribute__((target("avx2,fma"))) static void gemv_n_avx2(const float *x, const float *B, int64_t ldb,
+                                                            int64_t K, int64_t n, float *y)
+{
+    memset(y, 0, (size_t)n * sizeof(float));
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+        const float *b0 = B + k * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+        __m256 x0 = _mm256_set1_ps(x[k]), x1 = _mm256_set1_ps(x[k + 1]);
+        __m256 x2 = _mm256_set1_ps(x[k + 2]), x3 = _mm256_set1_ps(x[k + 3]);
+        int64_t c = 0;
+        for (; c + 8 <= n; c += 8) {
+            __m256 acc = _mm256_loadu_ps(y + c);
+            acc = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b0 + c), acc);
+            acc = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b1 + c), acc);
+            acc = _mm256_fmadd_ps(x2, _mm256_loadu_ps(b2 + c), acc);
+            acc = _mm256_fmadd_ps(x3, _mm256_loadu_ps(b3 + c), acc);
+            _mm256_storeu_ps(y + c, acc);
+        }
+        for (; c < n; c++) y[c] += x[k] * b0[c] + x[k + 1] * b1[c] + x[k + 2] * b2[c] + x[k + 3] * b3[c];
+    }
+    for (; k < K; k++) axpy_avx2(n, x[k], B + k * ldb, y);
+}
+
+/* y[r] = dot(x, B[r*ldb .. +K)) for r in [0, n) */
+__attribute__((target("avx2,fma"))) static void gemv_t_avx2(const float *x, const float *B, int64_t ldb,
+                                                            int64_t K, int64_t n, float *y)
+{
+    int64_t r = 0;
+    for (; r + 4 <= n; r += 4) {
+        const float *b0 = B + r * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+        int64_t k = 0;
+        for (; k + 8 <= K; k += 8) {
+            __m256 xv = _mm256_loadu_ps(x + k);
+            s0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b0 + k), s0);
+            s1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b1 + k), s1);
+            s2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b2 + k), s2);
+            s3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b3 + k), s3);
+        }
+        float t0 = hsum256(s0), t1 = hsum256(s1), t2 = hsum256(s2), t3 = hsum256(s3);
+        for (; k < K; k++) {
+            t0 += x[k] * b0[k];
+            t1 += x[k] * b1[k];
+            t2 += x[k] * b2[k];
+            t3 += x[k] * b3[k];
+        }
+        y[r] = t0;
+        y[r + 1] = t1;
+        y[r + 2] = t2;
+        y[r + 3] = t3;
+    }
+    for (; r < n; r++) y[r] = dot_avx2(x, B + r * ldb, K);
+}
+#endif
+
+static void gemv_n_task(void *ctx, int64_t t)
+{
+    const gemv_job *j = ctx;
+    int64_t c0 = t * j->chunk, n = j->N - c0 < j->chunk ? j->N - c0 : j->chunk;
+    float tmp[1024];
+    RT_ASSERT(n <= 1024);
+#ifdef K_X86
+    if (have_avx2()) {
+        gemv_n_avx2(j->x, j->B + c0, j->ldb, j->K, n, tmp);
+    } else
+#endif
+    {
+        memset(tmp, 0, (size_t)n * sizeof(float));
+        for (int64_t k = 0; k < j->K; k++) {
+            const float *b = j->B + k * j->ldb + c0;
+            float xk = j->x[k];
+            for (int64_t c = 0; c < n; c++) tmp[c] += xk * b[c];
+        }
+    }
+    float *y = j->y + c0;
+    for (int64_t c = 0; c < n; c++) y[c] = j->alpha * tmp[c] + (j->beta == 0 ? 0 : j->beta * y[c]);
+}
+
+static void gemv_t_task(void *ctx, int64_t t)
+{
+    const gemv_job *j = ctx;
+    int64_t r0 = t * j->chunk, n = j->N - r0 < j->chunk ? j->N - r0 : j->chunk;
+    float tmp[1024];
+    RT_ASSERT(n <= 1024);
+#ifdef K_X86
+    if (have_avx2()) {
+        gemv_t_avx2(j->x, j->B + r0 * j->ldb, j->ldb, j->K, n, tmp);
+    } else
+#endif
+        for (int64_t r = 0; r < n; r++) tmp[r] = k_dot(j->x, j->B + (r0 + r) * j->ldb, j->K);
+    float *y = j->y + r0;
+    for (int64_t c = 0; c < n; c++) y[c] = j->alpha * tmp[c] + (j->beta == 0 ? 0 : j->beta * y[c]);
+}
+
+static _Thread_local k_buf tl_x;
+
+static void sgemv(int transA, int transB, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, float beta, float *C)
+{
+    const float *x = A;
+    if (transA && lda != 1) { /* A is K x 1 with row stride lda: gather */
+        float *g = k_buf_get(&tl_x, (size_t)K * sizeof(float));
+        RT_ASSERT(g);
+        for (int64_t k = 0; k < K; k++) g[k] = A[k * lda];
+        x = g;
+    }
+    gemv_job j = {N, K, ldb, 0, alpha, beta, x, B, C};
+    int th = k_threads();
+    double work = (double)N * (double)K;
+    int64_t parts = work < 65536 ? 1 : th * 4;
+    if (!transB) {
+        /* column chunks of 64..1024, a multiple of 16 */
+        int64_t ch = (N + parts - 1) / parts;
+        ch = (ch + 15) / 16 * 16;
+        if (ch < 64) ch = 64;
+        if (ch > 1024) ch = 1024;
+        j.chunk = ch;
+        k_parallel_for((N + ch - 1) / ch, gemv_n_task, &j);
+    } else {
+        int64_t ch = (N + parts - 1) / parts;
+        ch = (ch + 3) / 4 * 4;
+        if (ch < 4) ch = 4;
+        if (ch > 1024) ch = 1024;
+        j.chunk = ch;
+        k_parallel_for((N + ch - 1) / ch, gemv_t_task, &j);
+    }
+}
+
+void k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t x = 0; x < N; x++) C[i * ldc + x] = beta == 0 ? 0 : beta * C[i * ldc + x];
+        return;
+    }
+    if (M == 1) {
+        sgemv(transA, transB, N, K, alpha, A, lda, B, ldb, beta, C);
+        return;
+    }
+    gemm_job j = {transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, NULL, 0, 0, 0};
+    int64_t Mp = (M + MR - 1) / MR * MR;
+    float *Ap = k_buf_get(&tl_apack, (size_t)(Mp * K) * sizeof(float));
+    RT_ASSERT(Ap);
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        int64_t kc = K - k0 < KC ? K - k0 : KC;
+        pack_a(&j, k0, kc, Ap + k0 * Mp);
+    }
+    j.Apack = Ap;
+    j.n_nblocks = (N + NB - 1) / NB;
+    int th = k_threads();
+    double work = (double)M * (double)N * (double)K;
+    j.mchunk = M;
+    j.n_mchunks = 1;
+    if (work > 1e5 && th > 1 && j.n_nblocks < 2 * th && M > MC) {
+        int64_t want = (2 * th + j.n_nblocks - 1) / j.n_nblocks;
+        int64_t ch = (M + want - 1) / want;
+        ch = (ch + MR - 1) / MR * MR;
+        if (ch < MC) ch = MC;
+        j.mchunk = ch;
+        j.n_mchunks = (M + ch - 1) / ch;
+    }
+    int64_t tasks = j.n_nblocks * j.n_mchunks;
+    if (work <= 1e5) {
+        for (int64_t t = 0; t < tasks; t++) gemm_task(&j, t);
+    } else {
+        k_parallel_for(tasks, gemm_task, &j);
+    }
+}
+
+/* ------------------------------------------------------------ kernel scratch */
+
+graft_status k_scratch_init(rt_node *n, graft_error *err)
+{
+    if (!(n->state = calloc(1, sizeof(k_scratch)))) return rt_err(n, err, GRAFT_ENOMEM, "out of memory");
+    return GRAFT_OK;
+}
+
+void k_scratch_fini(rt_node *n)
+{
+    k_scratch *s = n->state;
+    if (!s) return;
+    for (int i = 0; i < K_SCRATCH_BUFS; i++) k_buf_free(&s->b[i]);
+    free(s);
+    n->state = NULL;
+}
+
+void *k_scratch_get(rt_node *n, int i, size_t bytes, graft_error *err)
+{
+    k_scratch *s = n->state;
+    RT_ASSERT(s && i >= 0 && i < K_SCRATCH_BUFS);
+    s->key[i] = NULL;
+    void *p = k_buf_get(&s->b[i], bytes);
+    if (!p) rt_err(n, err, GRAFT_ENOMEM, "out of memory for %zu bytes of scratch", bytes);
+    return p;
+}
+
+int k_input_is_const(const rt_node *n, int i)
+{
+    if (i >= n->n_in) return 0;
+    const char *name = graft_node_input(n->src, (size_t)i);
+    return *name && graft_graph_find_initializer(n->g, name) != NULL;
+}
+
+const float *k_input_f32(rt_node *n, int i, int buf, graft_error *err)
+{
+    rt_tensor *t = rt_in(n, i);
+    if (!t) {
+        rt_err(n, err, GRAFT_EINVAL, "missing input %d", i);
+        return NULL;
+    }
+    if (t->dtype == GRAFT_DTYPE_FLOAT) return t->data;
+    if (!k_is_float(t->dtype)) {
+        rt_err(n, err, GRAFT_EUNSUPPORTED, "input %d has dtype %s", i, graft_dtype_name(t->dtype));
+        return NULL;
+    }
+    k_scratch *s = n->state;
+    int cached = k_input_is_const(n, i);
+    if (cached && s->key[buf] == t->data && s->key_bytes[buf] == t->nbytes) return s->b[buf].p;
+    s->key[buf] = NULL;
+    float *d = k_scratch_get(n, buf, (size_t)t->numel * sizeof(float), err);
+    if (!d) return NULL;
+    k_to_f32(t->dtype, t->data, d, (size_t)t->numel);
+    if (cached) {
+        s->key[buf] = t->data;
+        s->key_bytes[buf] = t->nbytes;
+    }
+    return d;
+}
