@@ -447,6 +447,574 @@ int km_store_f64(rt_tensor *t, uint64_t off, uint64_t m, const double *src)
 #undef STI
 }
 
+/* ------------------------------------------------------------ binary and variadic */
+
+enum {
+    B_MAX, B_MIN, B_ADD, B_MOD, B_FMOD, B_POW, B_PRELU, B_AND, B_OR, B_XOR, B_SHL, B_SHR,
+    B_EQ, B_LT, B_GT, B_LE, B_GE,
+};
+
+typedef struct bin_state {
+    int op;
+    int variadic, mean; /* Max, Min, Sum, Mean */
+    int logical;        /* And, Or, Xor: bool only */
+    int bitwise;        /* BitwiseAnd/Or/Xor, BitShift: integers only */
+    int bf;             /* set per run for the fp16/bf16 span */
+} bin_state;
+
+static const struct {
+    const char *name;
+    int op, variadic, mean, logical, bitwise;
+} bin_ops[] = {
+    {"Max", B_MAX, 1, 0, 0, 0}, {"Min", B_MIN, 1, 0, 0, 0}, {"Sum", B_ADD, 1, 0, 0, 0},
+    {"Mean", B_ADD, 1, 1, 0, 0}, {"Mod", B_MOD, 0, 0, 0, 0}, {"Pow", B_POW, 0, 0, 0, 0},
+    {"PRelu", B_PRELU, 0, 0, 0, 0}, {"And", B_AND, 0, 0, 1, 0}, {"Or", B_OR, 0, 0, 1, 0},
+    {"Xor", B_XOR, 0, 0, 1, 0}, {"BitwiseAnd", B_AND, 0, 0, 0, 1},
+    {"BitwiseOr", B_OR, 0, 0, 0, 1}, {"BitwiseXor", B_XOR, 0, 0, 0, 1},
+    {"BitShift", B_SHL, 0, 0, 0, 1}, {"Equal", B_EQ, 0, 0, 0, 0}, {"Less", B_LT, 0, 0, 0, 0},
+    {"Greater", B_GT, 0, 0, 0, 0}, {"LessOrEqual", B_LE, 0, 0, 0, 0},
+    {"GreaterOrEqual", B_GE, 0, 0, 0, 0},
+};
+
+static int bin_is_cmp(int op) { return op >= B_EQ; }
+
+static graft_status bin_init(rt_node *n, graft_error *err)
+{
+    bin_state *s = calloc(1, sizeof *s);
+    if (!s) return rt_err(n, err, GRAFT_ENOMEM, "out of memory");
+    n->state = s;
+    const char *op = rt_node_op(n);
+    size_t i;
+    for (i = 0; i < sizeof bin_ops / sizeof bin_ops[0]; i++)
+        if (strcmp(bin_ops[i].name, op) == 0) break;
+    RT_ASSERT(i < sizeof bin_ops / sizeof bin_ops[0]);
+    s->op = bin_ops[i].op;
+    s->variadic = bin_ops[i].variadic;
+    s->mean = bin_ops[i].mean;
+    s->logical = bin_ops[i].logical;
+    s->bitwise = bin_ops[i].bitwise;
+    if (s->op == B_MOD && rt_attr_int(n, "fmod", 0)) s->op = B_FMOD;
+    if (s->op == B_SHL) {
+        char buf[16];
+        const char *d = rt_attr_string(n, "direction", buf, sizeof buf, "");
+        if (strcmp(d, "RIGHT") == 0) s->op = B_SHR;
+        else if (strcmp(d, "LEFT") != 0) return rt_err(n, err, GRAFT_EINVAL, "direction '%s'", d);
+    }
+    return GRAFT_OK;
+}
+
+/* One span of a binary op: four loops by stride so each vectorises. */
+#define SP2(TA, TB, TO, EXPR)                                                              \
+    do {                                                                                   \
+        const TA *A_ = in[0];                                                              \
+        const TB *B_ = in[1];                                                              \
+        TO *O_ = out;                                                                      \
+        if (st[0] && st[1]) {                                                              \
+            for (int64_t i = 0; i < cnt; i++) {                                            \
+                TA x = A_[i];                                                              \
+                TB y = B_[i];                                                              \
+                (void)y;                                                                   \
+                O_[i] = (TO)(EXPR);                                                        \
+            }                                                                              \
+        } else if (st[0]) {                                                                \
+            TB y = B_[0];                                                                  \
+            (void)y;                                                                       \
+            for (int64_t i = 0; i < cnt; i++) {                                            \
+                TA x = A_[i];                                                              \
+                O_[i] = (TO)(EXPR);                                                        \
+            }                                                                              \
+        } else if (st[1]) {                                                                \
+            TA x = A_[0];                                                                  \
+            for (int64_t i = 0; i < cnt; i++) {                                            \
+                TB y = B_[i];                                                              \
+                (void)y;                                                                   \
+                O_[i] = (TO)(EXPR);                                                        \
+            }                                                                              \
+        } else {                                                                           \
+            TA x = A_[0];                                                                  \
+            TB y = B_[0];                                                                  \
+            (void)y;                                                                       \
+            TO r_ = (TO)(EXPR);                                                            \
+            for (int64_t i = 0; i < cnt; i++) O_[i] = r_;                                  \
+        }                                                                                  \
+    } while (0)
+
+/* Python-style modulo (sign of the divisor) for floats. */
+static inline double pymod_d(double x, double y)
+{
+    double r = fmod(x, y);
+    if (r != 0) {
+        if ((r < 0) != (y < 0)) r += y;
+    } else {
+        r = copysign(0.0, y);
+    }
+    return r;
+}
+
+static inline float pymod_f(float x, float y)
+{
+    float r = fmod(x, y);
+    if (r != 0) {
+        if ((r < 0) != (y < 0)) r += y;
+    } else {
+        r = copysign(0.0f, y);
+    }
+    return r;
+}
+
+#define PYMOD(x, y) _Generic((x), float: pymod_f, default: pymod_d)((x), (y))
+
+static inline int64_t imod_s(int64_t x, int64_t y, int py)
+{
+    if (y == 0 || y == -1) return 0;
+    int64_t r = x % y;
+    if (py && r != 0 && ((r < 0) != (y < 0))) r += y;
+    return r;
+}
+
+static inline int km_neg64(int64_t v) { return v < 0; }
+
+static inline uint64_t imod_u(uint64_t x, uint64_t y) { return y ? x % y : 0; }
+
+static inline int64_t ipow_s(int64_t x, int64_t y)
+{
+    if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, b = (uint64_t)x;
+    while (y) {
+        if (y & 1) r *= b;
+        b *= b;
+        y >>= 1;
+    }
+    return (int64_t)r;
+}
+
+static inline uint64_t ipow_u(uint64_t x, uint64_t y)
+{
+    uint64_t r = 1;
+    while (y) {
+        if (y & 1) r *= x;
+        x *= x;
+        y >>= 1;
+    }
+    return r;
+}
+
+static inline int64_t shl_s(int64_t x, int64_t y, int bits)
+{
+    return y < 0 || y >= bits ? 0 : (int64_t)((uint64_t)x << y);
+}
+
+static inline int64_t shr_s(int64_t x, int64_t y, int bits)
+{
+    return y < 0 || y >= bits ? (x < 0 ? -1 : 0) : x >> y;
+}
+
+static inline uint64_t shl_u(uint64_t x, uint64_t y, int bits) { return y >= (uint64_t)bits ? 0 : x << y; }
+static inline uint64_t shr_u(uint64_t x, uint64_t y, int bits) { return y >= (uint64_t)bits ? 0 : x >> y; }
+
+#define BIN_CMP_CASES(T)                                                                   \
+    case B_EQ: SP2(T, T, uint8_t, x == y); break;                                          \
+    case B_LT: SP2(T, T, uint8_t, x < y); break;                                           \
+    case B_GT: SP2(T, T, uint8_t, x > y); break;                                           \
+    case B_LE: SP2(T, T, uint8_t, x <= y); break;                                          \
+    case B_GE: SP2(T, T, uint8_t, x >= y); break;
+
+#define BIN_FLOAT_SPAN(NAME, TT)                                                           \
+    static void NAME(const void *ctx, void *out, const void *const *in, const int64_t *st,  \
+                     int64_t cnt)                                                          \
+    {                                                                                      \
+        typedef TT T;                                                                      \
+        const bin_state *s = ctx;                                                          \
+        switch (s->op) {                                                                   \
+        case B_MAX: SP2(T, T, T, (x > y || x != x) ? x : y); break;                        \
+        case B_MIN: SP2(T, T, T, (x < y || x != x) ? x : y); break;                        \
+        case B_ADD: SP2(T, T, T, x + y); break;                                            \
+        case B_MOD: SP2(T, T, T, PYMOD(x, y)); break;                                      \
+        case B_FMOD: SP2(T, T, T, fmod(x, y)); break;                                      \
+        case B_POW:                                                                        \
+            if (!st[1] && ((const T *)in[1])[0] == (T)2) SP2(T, T, T, x * x);              \
+            else SP2(T, T, T, pow(x, y));                                                  \
+            break;                                                                         \
+        case B_PRELU: SP2(T, T, T, x < 0 ? y * x : x); break;                              \
+            BIN_CMP_CASES(T)                                                               \
+        default: RT_ASSERT(0);                                                             \
+        }                                                                                  \
+    }
+
+BIN_FLOAT_SPAN(bin_span_f32, float)
+BIN_FLOAT_SPAN(bin_span_f64, double)
+
+/* W is int64_t or uint64_t, SFX s or u: the helpers work on the wide type. */
+#define BIN_INT_SPAN(NAME, TT, W, SIGNED)                                                  \
+    static void NAME(const void *ctx, void *out, const void *const *in, const int64_t *st,  \
+                     int64_t cnt)                                                          \
+    {                                                                                      \
+        typedef TT T;                                                                      \
+        const bin_state *s = ctx;                                                          \
+        const int bits = (int)sizeof(T) * 8;                                               \
+        (void)bits;                                                                        \
+        switch (s->op) {                                                                   \
+        case B_MAX: SP2(T, T, T, x > y ? x : y); break;                                    \
+        case B_MIN: SP2(T, T, T, x < y ? x : y); break;                                    \
+        case B_ADD: SP2(T, T, T, (uint64_t)x + (uint64_t)y); break;                        \
+        case B_MOD:                                                                        \
+            SP2(T, T, T, SIGNED ? (W)imod_s((int64_t)x, (int64_t)y, 1) : (W)imod_u((uint64_t)x, (uint64_t)y)); \
+            break;                                                                         \
+        case B_FMOD:                                                                       \
+            SP2(T, T, T, SIGNED ? (W)imod_s((int64_t)x, (int64_t)y, 0) : (W)imod_u((uint64_t)x, (uint64_t)y)); \
+            break;                                                                         \
+        case B_POW:                                                                        \
+            SP2(T, T, T, SIGNED ? (W)ipow_s((int64_t)x, (int64_t)y) : (W)ipow_u((uint64_t)x, (uint64_t)y)); \
+            break;                                                                         \
+        case B_PRELU:                                                                      \
+            SP2(T, T, T, SIGNED && km_neg64((int64_t)x) ? (uint64_t)x * (uint64_t)y : (uint64_t)x); \
+            break;                                                                         \
+        case B_AND: SP2(T, T, T, x & y); break;                                            \
+        case B_OR: SP2(T, T, T, x | y); break;                                             \
+        case B_XOR: SP2(T, T, T, x ^ y); break;                                            \
+        case B_SHL:                                                                        \
+            SP2(T, T, T, SIGNED ? (W)shl_s((int64_t)x, (int64_t)y, bits) : (W)shl_u((uint64_t)x, (uint64_t)y, bits)); \
+            break;                                                                         \
+        case B_SHR:                                                                        \
+            SP2(T, T, T, SIGNED ? (W)shr_s((int64_t)x, (int64_t)y, bits) : (W)shr_u((uint64_t)x, (uint64_t)y, bits)); \
+            break;                                                                         \
+            BIN_CMP_CASES(T)                                                               \
+        default: RT_ASSERT(0);                                                             \
+        }                                                                                  \
+    }
+
+BIN_INT_SPAN(bin_span_i8, int8_t, int64_t, 1)
+BIN_INT_SPAN(bin_span_i16, int16_t, int64_t, 1)
+BIN_INT_SPAN(bin_span_i32, int32_t, int64_t, 1)
+BIN_INT_SPAN(bin_span_i64, int64_t, int64_t, 1)
+BIN_INT_SPAN(bin_span_u8, uint8_t, uint64_t, 0)
+BIN_INT_SPAN(bin_span_u16, uint16_t, uint64_t, 0)
+BIN_INT_SPAN(bin_span_u32, uint32_t, uint64_t, 0)
+BIN_INT_SPAN(bin_span_u64, uint64_t, uint64_t, 0)
+
+/* fp16/bf16: blocks converted to fp32, the fp32 span, converted back. */
+static void bin_span_half(const void *ctx, void *out, const void *const *in, const int64_t *st, int64_t cnt)
+{
+    const bin_state *s = ctx;
+    const uint16_t *a = in[0], *b = in[1];
+    int cmp = bin_is_cmp(s->op);
+    for (int64_t base = 0; base < cnt; base += KM_BLOCK) {
+        float fa[KM_BLOCK], fb[KM_BLOCK], fo[KM_BLOCK];
+        int64_t m = cnt - base < KM_BLOCK ? cnt - base : KM_BLOCK;
+        km_half_to_f32(st[0] ? a + base : a, fa, st[0] ? (uint64_t)m : 1, s->bf);
+        km_half_to_f32(st[1] ? b + base : b, fb, st[1] ? (uint64_t)m : 1, s->bf);
+        const void *pp[2] = {fa, fb};
+        if (cmp) {
+            bin_span_f32(ctx, (uint8_t *)out + base, pp, st, m);
+        } else {
+            bin_span_f32(ctx, fo, pp, st, m);
+            km_f32_to_half(fo, (uint16_t *)out + base, (uint64_t)m, s->bf);
+        }
+    }
+}
+
+static km_span bin_span_for(int dt)
+{
+    switch (dt) {
+    case GRAFT_DTYPE_FLOAT: return bin_span_f32;
+    case GRAFT_DTYPE_DOUBLE: return bin_span_f64;
+    case GRAFT_DTYPE_FLOAT16:
+    case GRAFT_DTYPE_BFLOAT16: return bin_span_half;
+    case GRAFT_DTYPE_INT8: return bin_span_i8;
+    case GRAFT_DTYPE_INT16: return bin_span_i16;
+    case GRAFT_DTYPE_INT32: return bin_span_i32;
+    case GRAFT_DTYPE_INT64: return bin_span_i64;
+    case GRAFT_DTYPE_UINT8:
+    case GRAFT_DTYPE_BOOL: return bin_span_u8;
+    case GRAFT_DTYPE_UINT16: return bin_span_u16;
+    case GRAFT_DTYPE_UINT32: return bin_span_u32;
+    case GRAFT_DTYPE_UINT64: return bin_span_u64;
+    default: return NULL;
+    }
+}
+
+static int km_is_int(int dt)
+{
+    switch (dt) {
+    case GRAFT_DTYPE_INT8: case GRAFT_DTYPE_INT16: case GRAFT_DTYPE_INT32: case GRAFT_DTYPE_INT64:
+    case GRAFT_DTYPE_UINT8: case GRAFT_DTYPE_UINT16: case GRAFT_DTYPE_UINT32: case GRAFT_DTYPE_UINT64:
+        return 1;
+    default: return 0;
+    }
+}
+
+/* Pow with base and exponent of different types: computed in double (or
+ * exactly for integers), block by block. */
+typedef struct pow_ctx {
+    int da, db, dout;
+} pow_ctx;
+
+static void load_strided(const void *p, int dt, int64_t st, int64_t m, double *dst)
+{
+    rt_tensor t;
+    t.dtype = dt;
+    t.data = (void *)(uintptr_t)p;
+    if (st) {
+        km_load_f64(&t, 0, (uint64_t)m, dst);
+    } else {
+        km_load_f64(&t, 0, 1, dst);
+        for (int64_t i = 1; i < m; i++) dst[i] = dst[0];
+    }
+}
+
+static void pow_span_mixed(const void *ctx, void *out, const void *const *in, const int64_t *st, int64_t cnt)
+{
+    const pow_ctx *c = ctx;
+    size_t ea = rt_dtype_size(c->da), eb = rt_dtype_size(c->db);
+    int ints = km_is_int(c->da) && km_is_int(c->db);
+    rt_tensor o;
+    o.dtype = c->dout;
+    o.data = out;
+    for (int64_t base = 0; base < cnt; base += KM_BLOCK) {
+        double x[KM_BLOCK], y[KM_BLOCK];
+        int64_t m = cnt - base < KM_BLOCK ? cnt - base : KM_BLOCK;
+        load_strided((const char *)in[0] + (st[0] ? (size_t)base * ea : 0), c->da, st[0], m, x);
+        load_strided((const char *)in[1] + (st[1] ? (size_t)base * eb : 0), c->db, st[1], m, y);
+        for (int64_t i = 0; i < m; i++)
+            x[i] = ints ? (double)ipow_s((int64_t)x[i], (int64_t)y[i]) : pow(x[i], y[i]);
+        km_store_f64(&o, (uint64_t)base, (uint64_t)m, x);
+    }
+}
+
+static graft_status mean_scale(rt_tensor *o, double k)
+{
+    uint64_t n = o->numel;
+    switch (o->dtype) {
+    case GRAFT_DTYPE_FLOAT: {
+        float *p = o->data, f = (float)k;
+        for (uint64_t i = 0; i < n; i++) p[i] *= f;
+        return GRAFT_OK;
+    }
+    case GRAFT_DTYPE_DOUBLE: {
+        double *p = o->data;
+        for (uint64_t i = 0; i < n; i++) p[i] *= k;
+        return GRAFT_OK;
+    }
+    case GRAFT_DTYPE_FLOAT16:
+    case GRAFT_DTYPE_BFLOAT16: {
+        int bf = o->dtype == GRAFT_DTYPE_BFLOAT16;
+        uint16_t *p = o->data;
+        for (uint64_t base = 0; base < n; base += KM_BLOCK) {
+            float buf[KM_BLOCK];
+            uint64_t m = n - base < KM_BLOCK ? n - base : KM_BLOCK;
+            km_half_to_f32(p + base, buf, m, bf);
+            for (uint64_t i = 0; i < m; i++) buf[i] *= (float)k;
+            km_f32_to_half(buf, p + base, m, bf);
+        }
+        return GRAFT_OK;
+    }
+    default: return GRAFT_EUNSUPPORTED;
+    }
+}
+
+static graft_status bin_run(rt_node *n, graft_error *err)
+{
+    bin_state *s = n->state;
+    rt_tensor *ins[KM_MAX_IN];
+    int nin = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        rt_tensor *t = rt_in(n, i);
+        if (!t) {
+            if (s->variadic) continue;
+            return rt_err(n, err, GRAFT_EINVAL, "missing input %d", i);
+        }
+        if (t->dtype != (nin ? ins[0]->dtype : t->dtype) && s->op != B_POW)
+            return rt_err(n, err, GRAFT_EINVAL, "input types differ (%s, %s)",
+                          graft_dtype_name(ins[0]->dtype), graft_dtype_name(t->dtype));
+        ins[nin < 2 ? nin : 1] = t;
+        nin++;
+    }
+    if (nin == 0 || (!s->variadic && nin != 2))
+        return rt_err(n, err, GRAFT_EINVAL, "expected %s inputs", s->variadic ? "one or more" : "two");
+    int dt = ins[0]->dtype;
+    km_span fn = bin_span_for(dt);
+    if (!fn || (s->logical && dt != GRAFT_DTYPE_BOOL) || (s->bitwise && !km_is_int(dt)) ||
+        ((s->op == B_AND || s->op == B_OR || s->op == B_XOR) && !km_is_int(dt) && dt != GRAFT_DTYPE_BOOL))
+        return rt_err(n, err, GRAFT_EUNSUPPORTED, "dtype %s not supported", graft_dtype_name(dt));
+    s->bf = dt == GRAFT_DTYPE_BFLOAT16;
+    int ro = 0;
+    int64_t dout[RT_MAX_RANK];
+    /* output shape: broadcast of every input */
+    {
+        int r = 0;
+        int64_t d[RT_MAX_RANK];
+        for (int i = 0; i < n->n_in; i++) {
+            rt_tensor *t = rt_in(n, i);
+            if (!t) continue;
+            if (r == 0 && ro == 0 && i == 0) {
+                ro = t->rank;
+                memcpy(dout, t->dims, sizeof(int64_t) * (size_t)t->rank);
+                r = 1;
+                continue;
+            }
+            if (!k_broadcast(ro, dout, t->rank, t->dims, &ro, d))
+                return rt_err(n, err, GRAFT_EINVAL, "shapes do not broadcast");
+            memcpy(dout, d, sizeof d);
+            r = 1;
+        }
+        if (!r) {
+            rt_tensor *t = ins[0];
+            ro = t->rank;
+            memcpy(dout, t->dims, sizeof(int64_t) * (size_t)t->rank);
+        }
+    }
+    int odt = bin_is_cmp(s->op) ? GRAFT_DTYPE_BOOL : dt;
+    rt_tensor *o = rt_out(n, 0, odt, ro, dout, err);
+    if (!o) return err->code;
+    if (s->op == B_POW && ins[1]->dtype != dt) {
+        pow_ctx c = {dt, ins[1]->dtype, dt};
+        if (!bin_span_for(ins[1]->dtype) || dt == GRAFT_DTYPE_BOOL || ins[1]->dtype == GRAFT_DTYPE_BOOL)
+            return rt_err(n, err, GRAFT_EUNSUPPORTED, "Pow of %s by %s", graft_dtype_name(dt),
+                          graft_dtype_name(ins[1]->dtype));
+        km_drive(&c, pow_span_mixed, o, 2, ins);
+        return GRAFT_OK;
+    }
+    if (nin == 1) {
+        rt_tensor *in1[1] = {ins[0]};
+        /* Max/Min/Sum/Mean of one input: a copy */
+        if (o->numel) memcpy(o->data, in1[0]->data, o->nbytes);
+        return GRAFT_OK;
+    }
+    /* first pair, then fold the rest into the output */
+    int first = 1;
+    rt_tensor *acc = NULL;
+    for (int i = 0; i < n->n_in; i++) {
+        rt_tensor *t = rt_in(n, i);
+        if (!t) continue;
+        if (!acc) {
+            acc = t;
+            continue;
+        }
+        rt_tensor *pair[2] = {acc, t};
+        km_drive(s, fn, o, 2, pair);
+        acc = o;
+        first = 0;
+    }
+    (void)first;
+    if (s->mean && mean_scale(o, 1.0 / nin) != GRAFT_OK)
+        return rt_err(n, err, GRAFT_EUNSUPPORTED, "Mean of %s", graft_dtype_name(dt));
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ Where */
+
+static void where_span(const void *ctx, void *out, const void *const *in, const int64_t *st, int64_t cnt)
+{
+    size_t esz = *(const size_t *)ctx;
+    const uint8_t *c = in[0];
+    int64_t sc = st[0], sx = st[1], sy = st[2];
+#define WLOOP(T)                                                                           \
+    do {                                                                                   \
+        const T *X = in[1], *Y = in[2];                                                    \
+        T *O = out;                                                                        \
+        for (int64_t i = 0; i < cnt; i++) O[i] = c[i * sc] ? X[i * sx] : Y[i * sy];        \
+    } while (0)
+    switch (esz) {
+    case 1: WLOOP(uint8_t); break;
+    case 2: WLOOP(uint16_t); break;
+    case 4: WLOOP(uint32_t); break;
+    default: WLOOP(uint64_t); break;
+    }
+#undef WLOOP
+}
+
+static graft_status where_run(rt_node *n, graft_error *err)
+{
+    rt_tensor *ins[3] = {rt_in(n, 0), rt_in(n, 1), rt_in(n, 2)};
+    if (!ins[0] || !ins[1] || !ins[2]) return rt_err(n, err, GRAFT_EINVAL, "missing input");
+    if (ins[0]->dtype != GRAFT_DTYPE_BOOL)
+        return rt_err(n, err, GRAFT_EINVAL, "condition of type %s", graft_dtype_name(ins[0]->dtype));
+    if (ins[1]->dtype != ins[2]->dtype)
+        return rt_err(n, err, GRAFT_EINVAL, "input types differ (%s, %s)",
+                      graft_dtype_name(ins[1]->dtype), graft_dtype_name(ins[2]->dtype));
+    size_t esz = rt_dtype_size(ins[1]->dtype);
+    if (esz != 1 && esz != 2 && esz != 4 && esz != 8)
+        return rt_err(n, err, GRAFT_EUNSUPPORTED, "dtype %s not supported", graft_dtype_name(ins[1]->dtype));
+    int ro, r2;
+    int64_t d1[RT_MAX_RANK], d2[RT_MAX_RANK];
+    if (!k_broadcast(ins[0]->rank, ins[0]->dims, ins[1]->rank, ins[1]->dims, &ro, d1) ||
+        !k_broadcast(ro, d1, ins[2]->rank, ins[2]->dims, &r2, d2))
+        return rt_err(n, err, GRAFT_EINVAL, "shapes do not broadcast");
+    rt_tensor *o = rt_out(n, 0, ins[1]->dtype, r2, d2, err);
+    if (!o) return err->code;
+    km_drive(&esz, where_span, o, 3, ins);
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ Clip */
+
+#define CLIP_LOOP(T, LO, HI)                                                               \
+    do {                                                                                   \
+        const T *x = xt->data;                                                             \
+        T *y = o->data;                                                                    \
+        T lo = (LO), hi = (HI);                                                            \
+        if (lt) lo = *(const T *)lt->data;                                                 \
+        if (ht) hi = *(const T *)ht->data;                                                 \
+        for (uint64_t i = 0; i < cnt; i++) {                                               \
+            T v = x[i];                                                                    \
+            v = v < lo ? lo : v;                                                           \
+            y[i] = v > hi ? hi : v;                                                        \
+        }                                                                                  \
+    } while (0)
+
+static graft_status clip_run(rt_node *n, graft_error *err)
+{
+    const un_state *s = n->state;
+    rt_tensor *xt = rt_in(n, 0), *lt = NULL, *ht = NULL;
+    if (!xt) return rt_err(n, err, GRAFT_EINVAL, "missing input");
+    if (n->opset >= 11) {
+        lt = rt_in(n, 1);
+        ht = rt_in(n, 2);
+        if ((lt && (lt->dtype != xt->dtype || lt->numel != 1)) ||
+            (ht && (ht->dtype != xt->dtype || ht->numel != 1)))
+            return rt_err(n, err, GRAFT_EINVAL, "min and max must be scalars of the input's type");
+    }
+    rt_tensor *o = rt_out(n, 0, xt->dtype, xt->rank, xt->dims, err);
+    if (!o) return err->code;
+    uint64_t cnt = xt->numel;
+    float flo = n->opset >= 11 ? -INFINITY : s->fmin, fhi = n->opset >= 11 ? INFINITY : s->fmax;
+    switch (xt->dtype) {
+    case GRAFT_DTYPE_FLOAT: CLIP_LOOP(float, flo, fhi); break;
+    case GRAFT_DTYPE_DOUBLE: CLIP_LOOP(double, flo, fhi); break;
+    case GRAFT_DTYPE_INT8: CLIP_LOOP(int8_t, INT8_MIN, INT8_MAX); break;
+    case GRAFT_DTYPE_INT16: CLIP_LOOP(int16_t, INT16_MIN, INT16_MAX); break;
+    case GRAFT_DTYPE_INT32: CLIP_LOOP(int32_t, INT32_MIN, INT32_MAX); break;
+    case GRAFT_DTYPE_INT64: CLIP_LOOP(int64_t, INT64_MIN, INT64_MAX); break;
+    case GRAFT_DTYPE_UINT8: CLIP_LOOP(uint8_t, 0, UINT8_MAX); break;
+    case GRAFT_DTYPE_UINT16: CLIP_LOOP(uint16_t, 0, UINT16_MAX); break;
+    case GRAFT_DTYPE_UINT32: CLIP_LOOP(uint32_t, 0, UINT32_MAX); break;
+    case GRAFT_DTYPE_UINT64: CLIP_LOOP(uint64_t, 0, UINT64_MAX); break;
+    case GRAFT_DTYPE_FLOAT16:
+    case GRAFT_DTYPE_BFLOAT16: {
+        int bf = xt->dtype == GRAFT_DTYPE_BFLOAT16;
+        float lo = flo, hi = fhi;
+        if (lt) km_half_to_f32(lt->data, &lo, 1, bf);
+        if (ht) km_half_to_f32(ht->data, &hi, 1, bf);
+        const uint16_t *x = xt->data;
+        uint16_t *y = o->data;
+        for (uint64_t base = 0; base < cnt; base += KM_BLOCK) {
+            float buf[KM_BLOCK];
+            uint64_t m = cnt - base < KM_BLOCK ? cnt - base : KM_BLOCK;
+            km_half_to_f32(x + base, buf, m, bf);
+            for (uint64_t i = 0; i < m; i++) {
+                float v = buf[i] < lo ? lo : buf[i];
+                buf[i] = v > hi ? hi : v;
+            }
+            km_f32_to_half(buf, y + base, m, bf);
+        }
+        break;
+    }
+    default:
+        return rt_err(n, err, GRAFT_EUNSUPPORTED, "dtype %s not supported", graft_dtype_name(xt->dtype));
+    }
+    return GRAFT_OK;
+}
+
 /* ------------------------------------------------------------ kernel table */
 
 const rt_kernel rt_kernels_math[] = {
@@ -490,5 +1058,26 @@ const rt_kernel rt_kernels_math[] = {
     {"", "Acosh", 9, 0, un_init, un_run, NULL},
     {"", "Atanh", 9, 0, un_init, un_run, NULL},
     {"", "BitwiseNot", 18, 0, un_init, un_run, NULL},
+    {"", "Clip", 1, 0, un_init, clip_run, NULL},
+    {"", "Max", 6, 0, bin_init, bin_run, NULL},
+    {"", "Min", 6, 0, bin_init, bin_run, NULL},
+    {"", "Sum", 6, 0, bin_init, bin_run, NULL},
+    {"", "Mean", 6, 0, bin_init, bin_run, NULL},
+    {"", "Mod", 10, 0, bin_init, bin_run, NULL},
+    {"", "Pow", 7, 0, bin_init, bin_run, NULL},
+    {"", "PRelu", 7, 0, bin_init, bin_run, NULL},
+    {"", "And", 7, 0, bin_init, bin_run, NULL},
+    {"", "Or", 7, 0, bin_init, bin_run, NULL},
+    {"", "Xor", 7, 0, bin_init, bin_run, NULL},
+    {"", "BitwiseAnd", 18, 0, bin_init, bin_run, NULL},
+    {"", "BitwiseOr", 18, 0, bin_init, bin_run, NULL},
+    {"", "BitwiseXor", 18, 0, bin_init, bin_run, NULL},
+    {"", "BitShift", 11, 0, bin_init, bin_run, NULL},
+    {"", "Equal", 7, 0, bin_init, bin_run, NULL},
+    {"", "Less", 7, 0, bin_init, bin_run, NULL},
+    {"", "Greater", 7, 0, bin_init, bin_run, NULL},
+    {"", "LessOrEqual", 12, 0, bin_init, bin_run, NULL},
+    {"", "GreaterOrEqual", 12, 0, bin_init, bin_run, NULL},
+    {"", "Where", 9, 0, NULL, where_run, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL},
 };
