@@ -66,7 +66,7 @@ void k_axpy(int64_t n, float a, const float *x, float *y);
 
 /* Per-node state for kernels that only need scratch buffers: set up by
  * k_scratch_init (an rt_kernel init), freed by k_scratch_fini. */
-#define K_SCRATCH_BUFS 8
+#define K_SCRATCH_BUFS 12
 typedef struct k_scratch {
     k_buf b[K_SCRATCH_BUFS];
     const void *key[K_SCRATCH_BUFS]; /* constant data converted into b[i], or NULL */

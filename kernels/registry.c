@@ -10,6 +10,8 @@ static const rt_kernel *const families[] = {
     rt_kernels_shape,
     rt_kernels_nn,
     rt_kernels_contrib,
+    rt_kernels_attn,
+    rt_kernels_quant,
 };
 
 #define N_FAMILIES (sizeof families / sizeof families[0])

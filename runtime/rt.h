@@ -60,6 +60,8 @@ extern const rt_kernel rt_kernels_math[];    /* kernels/math.c: elementwise, red
 extern const rt_kernel rt_kernels_shape[];   /* kernels/shape.c: shape and data movement */
 extern const rt_kernel rt_kernels_nn[];      /* kernels/nn.c: matmul, norms, attention (ONNX) */
 extern const rt_kernel rt_kernels_contrib[]; /* kernels/contrib.c: com.microsoft ops */
+extern const rt_kernel rt_kernels_attn[];    /* kernels/attention.c: Attention, GroupQueryAttention, MultiHeadAttention */
+extern const rt_kernel rt_kernels_quant[];   /* kernels/quant.c: (De)QuantizeLinear, MatMulNBits, GatherBlockQuantized */
 
 const rt_kernel *rt_kernel_find(const char *domain, const char *op, int64_t opset);
 

@@ -1,0 +1,333 @@
+/* CPU kernels, attention family: ONNX Attention (opset 23+), and
+ * com.microsoft GroupQueryAttention and MultiHeadAttention. All three
+ * reduce to one fp32 core (att_run_core): per (batch, query head) and query
+ * row, scores against every key, an additive bias row (mask, causal,
+ * window, padding) built by an op-specific callback, softmax, weighted sum
+ * of values. KV caches are concatenated into the present outputs. */
+#include <math.h>
+
+#include "kernels/gemm.h"
+#include "kernels/kcommon.h"
+
+#define OUT_OR_FAIL(t)                  \
+    do {                                \
+        if (!(t)) return err->code;     \
+    } while (0)
+
+/* ------------------------------------------------------------ core */
+
+typedef struct att_core att_core;
+/* Fills bias[0, T) for query row i of (batch b, query head h). */
+typedef void (*att_bias_fn)(const att_core *c, int64_t b, int64_t h, int64_t i, float *bias);
+
+struct att_core {
+    int64_t B, Hq, Hkv, Sq, T, hd, vd;
+    const int64_t *Tb; /* keys per batch (<= T) or NULL: T */
+    const float *Q, *K, *V;
+    int64_t qs[3], ks[3], vs[3], ys[3]; /* strides of batch, head, sequence (rows contiguous) */
+    float *Y;
+    float scale, softcap;
+    att_bias_fn bias;
+    const void *ctx;
+    const float *sink; /* per query head, added to the softmax denominator; NULL: none */
+    float *qk;         /* [B, Hq, Sq, T] or NULL */
+    int qk_mode;       /* 0/1: scaled (softcapped) QK, 2: + bias, 3: probabilities */
+    int zero_masked;   /* a row whose bias is all -inf outputs zeros */
+};
+
+static _Thread_local k_buf tl_rows;
+
+static void att_task(void *ctx, int64_t t)
+{
+    const att_core *c = ctx;
+    int64_t b = t / c->Hq, h = t % c->Hq, kh = h / (c->Hq / c->Hkv);
+    int64_t T = c->Tb ? c->Tb[b] : c->T;
+    float *rows = k_buf_get(&tl_rows, (size_t)(2 * c->T + 2) * sizeof(float));
+    RT_ASSERT(rows);
+    float *bias = rows, *s = rows + c->T + 1;
+    const float *Kb = c->K + b * c->ks[0] + kh * c->ks[1], *Vb = c->V + b * c->vs[0] + kh * c->vs[1];
+    for (int64_t i = 0; i < c->Sq; i++) {
+        const float *q = c->Q + b * c->qs[0] + h * c->qs[1] + i * c->qs[2];
+        float *y = c->Y + b * c->ys[0] + h * c->ys[1] + i * c->ys[2];
+        float *qk = c->qk ? c->qk + ((b * c->Hq + h) * c->Sq + i) * c->T : NULL;
+        for (int64_t j = 0; j < T; j++) bias[j] = 0.0f;
+        if (c->bias) c->bias(c, b, h, i, bias);
+        int all_masked = 1;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < T; j++) {
+            int masked = isinf(bias[j]) && bias[j] < 0;
+            if (!masked) all_masked = 0;
+            if (masked && !qk) {
+                s[j] = -INFINITY;
+                continue;
+            }
+            float d = k_dot(q, Kb + j * c->ks[2], c->hd) * c->scale;
+            if (c->softcap > 0) d = c->softcap * tanhf(d / c->softcap);
+            if (qk && c->qk_mode <= 1) qk[j] = d;
+            d += bias[j];
+            if (qk && c->qk_mode == 2) qk[j] = d;
+            s[j] = d;
+            if (d > mx) mx = d;
+        }
+        if (qk)
+            for (int64_t j = T; j < c->T; j++) qk[j] = c->qk_mode == 3 ? 0.0f : -INFINITY;
+        for (int64_t x = 0; x < c->vd; x++) y[x] = 0.0f;
+        if (T == 0 || (all_masked && c->zero_masked)) {
+            if (qk && c->qk_mode == 3)
+                for (int64_t j = 0; j < T; j++) qk[j] = 0.0f;
+            continue;
+        }
+        float sk = c->sink ? c->sink[h] : -INFINITY;
+        float m = mx > sk ? mx : sk;
+        if (isinf(m) && m < 0) m = 0; /* every score -inf: all weights 0 below */
+        double sum = 0;
+        for (int64_t j = 0; j < T; j++) {
+            float e = expf(s[j] - m);
+            s[j] = e;
+            sum += e;
+        }
+        if (c->sink) sum += expf(sk - m);
+        float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+        for (int64_t j = 0; j < T; j++) {
+            float p = s[j] * inv;
+            if (qk && c->qk_mode == 3) qk[j] = p;
+            if (p != 0.0f) k_axpy(c->vd, p, Vb + j * c->vs[2], y);
+        }
+    }
+}
+
+static void att_run_core(const att_core *c)
+{
+    double work = (double)c->B * c->Hq * c->Sq * c->T * (c->hd + c->vd);
+    if (work < 32768) {
+        for (int64_t t = 0; t < c->B * c->Hq; t++) att_task((void *)c, t);
+    } else {
+        k_parallel_for(c->B * c->Hq, att_task, (void *)c);
+    }
+}
+
+/* ------------------------------------------------------------ helpers */
+
+/* fp32 view of input i (converted into scratch buffer `buf` if needed). */
+static const float *in_f32(rt_node *n, int i, int buf, graft_error *err)
+{
+    return k_input_f32(n, i, buf, err);
+}
+
+/* Copies a [B, S, H*d] (3-D) or [B, H, S, d] (4-D) tensor's rows into the
+ * cache layout dst [B, H, L, d] at sequence offset `at`. */
+static void to_cache(const float *src, int rank3, int64_t B, int64_t H, int64_t S, int64_t d, float *dst, int64_t L,
+                     int64_t at)
+{
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t s = 0; s < S; s++) {
+                const float *r = rank3 ? src + ((b * S + s) * H + h) * d : src + ((b * H + h) * S + s) * d;
+                memcpy(dst + ((b * H + h) * L + at + s) * d, r, (size_t)d * sizeof(float));
+            }
+}
+
+/* ------------------------------------------------------------ ONNX Attention */
+
+typedef struct onnx_att_ctx {
+    int64_t offset;        /* causal/window offset (past length) when no nonpad */
+    const int64_t *nonpad; /* per batch or NULL */
+    int causal;
+    int64_t left, right;
+    /* mask */
+    const void *mask;
+    int mask_bool;
+    int64_t ms[4], mlast; /* strides over (B, Hq, Sq, j), length of the last dim */
+} onnx_att_ctx;
+
+static void onnx_att_bias(const att_core *c, int64_t b, int64_t h, int64_t i, float *bias)
+{
+    const onnx_att_ctx *x = c->ctx;
+    int64_t off = x->nonpad ? x->nonpad[b] - c->Sq : x->offset;
+    int64_t p = off + i;
+    if (x->mask) {
+        int64_t base = b * x->ms[0] + h * x->ms[1] + i * x->ms[2];
+        for (int64_t j = 0; j < c->T; j++) {
+            if (j >= x->mlast) {
+                bias[j] = -INFINITY;
+            } else if (x->mask_bool) {
+                bias[j] = ((const uint8_t *)x->mask)[base + j * x->ms[3]] ? 0.0f : -INFINITY;
+            } else {
+                bias[j] = ((const float *)x->mask)[base + j * x->ms[3]];
+            }
+        }
+    }
+    for (int64_t j = 0; j < c->T; j++) {
+        if (x->causal && j > p) bias[j] = -INFINITY;
+        if (x->left >= 0 && p - j > x->left) bias[j] = -INFINITY;
+        if (x->right >= 0 && j - p > x->right) bias[j] = -INFINITY;
+        if (x->nonpad && j >= x->nonpad[b]) bias[j] = -INFINITY;
+    }
+}
+
+static graft_status attention_run(rt_node *n, graft_error *err)
+{
+    rt_tensor *q = rt_in(n, 0), *k = rt_in(n, 1), *v = rt_in(n, 2), *mask = rt_in(n, 3);
+    rt_tensor *pk = rt_in(n, 4), *pv = rt_in(n, 5), *np = n->opset >= 24 ? rt_in(n, 6) : NULL;
+    if (!q || !k || !v) return rt_err(n, err, GRAFT_EINVAL, "missing Q, K or V");
+    if (q->rank != k->rank || q->rank != v->rank || (q->rank != 3 && q->rank != 4))
+        return rt_err(n, err, GRAFT_EINVAL, "Q, K, V must all be 3-D or all 4-D");
+    if (!pk != !pv) return rt_err(n, err, GRAFT_EINVAL, "past_key and past_value go together");
+    if (!k_is_float(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
+        return rt_err(n, err, GRAFT_EUNSUPPORTED, "dtype %s not supported", graft_dtype_name(q->dtype));
+    int r3 = q->rank == 3;
+    int64_t B = q->dims[0], Hq, Hkv, Sq, Skv, hd, vd;
+    if (r3) {
+        Hq = rt_attr_int(n, "q_num_heads", 0);
+        Hkv = rt_attr_int(n, "kv_num_heads", 0);
+        if (Hq <= 0 || Hkv <= 0 || q->dims[2] % Hq || k->dims[2] % Hkv || v->dims[2] % Hkv)
+            return rt_err(n, err, GRAFT_EINVAL, "3-D inputs need q_num_heads and kv_num_heads dividing the hidden sizes");
+        Sq = q->dims[1];
+        Skv = k->dims[1];
+        hd = q->dims[2] / Hq;
+        vd = v->dims[2] / Hkv;
+        if (k->dims[2] / Hkv != hd) return rt_err(n, err, GRAFT_EINVAL, "Q and K head sizes differ");
+    } else {
+        Hq = q->dims[1];
+        Hkv = k->dims[1];
+        Sq = q->dims[2];
+        Skv = k->dims[2];
+        hd = q->dims[3];
+        vd = v->dims[3];
+        if (k->dims[3] != hd || v->dims[1] != Hkv) return rt_err(n, err, GRAFT_EINVAL, "Q/K/V shapes disagree");
+    }
+    if (k->dims[0] != B || v->dims[0] != B || (r3 ? v->dims[1] : v->dims[2]) != Skv)
+        return rt_err(n, err, GRAFT_EINVAL, "K and V shapes disagree");
+    if (Hkv <= 0 || Hq % Hkv) return rt_err(n, err, GRAFT_EINVAL, "q heads %lld not a multiple of kv heads %lld",
+                                            (long long)Hq, (long long)Hkv);
+    int64_t P = 0;
+    if (pk) {
+        if (pk->rank != 4 || pv->rank != 4 || pk->dims[0] != B || pk->dims[1] != Hkv || pk->dims[3] != hd ||
+            pv->dims[0] != B || pv->dims[1] != Hkv || pv->dims[3] != vd || pv->dims[2] != pk->dims[2])
+            return rt_err(n, err, GRAFT_EINVAL, "past_key/past_value shapes disagree with K/V");
+        P = pk->dims[2];
+    }
+    int64_t T = P + Skv;
+    int want_present = n->n_out > 1 && *graft_node_output(n->src, 1);
+    /* outputs */
+    int64_t yd[4];
+    if (r3) {
+        yd[0] = B, yd[1] = Sq, yd[2] = Hq * vd;
+    } else {
+        yd[0] = B, yd[1] = Hq, yd[2] = Sq, yd[3] = vd;
+    }
+    rt_tensor *yo = rt_out(n, 0, q->dtype, q->rank, yd, err);
+    OUT_OR_FAIL(yo);
+    int64_t kd[4] = {B, Hkv, T, hd}, vdims[4] = {B, Hkv, T, vd};
+    rt_tensor *pko = NULL, *pvo = NULL, *qko = NULL;
+    if (n->n_out > 1) OUT_OR_FAIL(pko = rt_out(n, 1, k->dtype, 4, kd, err));
+    if (n->n_out > 2) OUT_OR_FAIL(pvo = rt_out(n, 2, v->dtype, 4, vdims, err));
+    if (n->n_out > 3 && *graft_node_output(n->src, 3)) {
+        int64_t qd[4] = {B, Hq, Sq, T};
+        OUT_OR_FAIL(qko = rt_out(n, 3, q->dtype, 4, qd, err));
+    }
+    const float *Q = in_f32(n, 0, 0, err), *K = in_f32(n, 1, 1, err), *V = in_f32(n, 2, 2, err);
+    if (!Q || !K || !V) return err->code;
+    att_core c = {0};
+    c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.Sq = Sq, c.T = T, c.hd = hd, c.vd = vd;
+    c.Q = Q;
+    if (r3) {
+        c.qs[0] = Sq * Hq * hd, c.qs[1] = hd, c.qs[2] = Hq * hd;
+    } else {
+        c.qs[0] = Hq * Sq * hd, c.qs[1] = Sq * hd, c.qs[2] = hd;
+    }
+    if (pk || want_present) {
+        /* full K/V in cache layout: the present outputs themselves when fp32 */
+        float *Kc = q->dtype == GRAFT_DTYPE_FLOAT && pko ? pko->data
+                                                         : k_scratch_get(n, 3, (size_t)(B * Hkv * T * hd) * 4 + 4, err);
+        float *Vc = q->dtype == GRAFT_DTYPE_FLOAT && pvo ? pvo->data
+                                                         : k_scratch_get(n, 4, (size_t)(B * Hkv * T * vd) * 4 + 4, err);
+        if (!Kc || !Vc) return err->code;
+        if (pk) {
+            const float *PK = in_f32(n, 4, 5, err), *PV = in_f32(n, 5, 6, err);
+            if (!PK || !PV) return err->code;
+            to_cache(PK, 0, B, Hkv, P, hd, Kc, T, 0);
+            to_cache(PV, 0, B, Hkv, P, vd, Vc, T, 0);
+        }
+        to_cache(K, r3, B, Hkv, Skv, hd, Kc, T, P);
+        to_cache(V, r3, B, Hkv, Skv, vd, Vc, T, P);
+        c.K = Kc, c.V = Vc;
+        c.ks[0] = Hkv * T * hd, c.ks[1] = T * hd, c.ks[2] = hd;
+        c.vs[0] = Hkv * T * vd, c.vs[1] = T * vd, c.vs[2] = vd;
+        if (pko && Kc != pko->data) k_from_f32(pko->dtype, Kc, pko->data, (size_t)pko->numel);
+        if (pvo && Vc != pvo->data) k_from_f32(pvo->dtype, Vc, pvo->data, (size_t)pvo->numel);
+    } else {
+        c.K = K, c.V = V;
+        if (r3) {
+            c.ks[0] = Skv * Hkv * hd, c.ks[1] = hd, c.ks[2] = Hkv * hd;
+            c.vs[0] = Skv * Hkv * vd, c.vs[1] = vd, c.vs[2] = Hkv * vd;
+        } else {
+            c.ks[0] = Hkv * Skv * hd, c.ks[1] = Skv * hd, c.ks[2] = hd;
+            c.vs[0] = Hkv * Skv * vd, c.vs[1] = Skv * vd, c.vs[2] = vd;
+        }
+    }
+    float *Y = yo->dtype == GRAFT_DTYPE_FLOAT ? yo->data : k_scratch_get(n, 7, (size_t)yo->numel * 4 + 4, err);
+    if (!Y) return err->code;
+    c.Y = Y;
+    if (r3) {
+        c.ys[0] = Sq * Hq * vd, c.ys[1] = vd, c.ys[2] = Hq * vd;
+    } else {
+        c.ys[0] = Hq * Sq * vd, c.ys[1] = Sq * vd, c.ys[2] = vd;
+    }
+    float sc = rt_attr_float(n, "scale", 0.0f);
+    int has_scale = 0;
+    {
+        float tmp;
+        has_scale = graft_node_attr_float(n->src, "scale", &tmp);
+    }
+    c.scale = has_scale ? sc : 1.0f / sqrtf((float)hd);
+    c.softcap = rt_attr_float(n, "softcap", 0.0f);
+    c.zero_masked = 1;
+    onnx_att_ctx x = {0};
+    x.offset = P;
+    x.causal = (int)rt_attr_int(n, "is_causal", 0);
+    x.left = n->opset >= 25 ? rt_attr_int(n, "left_window_size", -1) : -1;
+    x.right = n->opset >= 25 ? rt_attr_int(n, "right_window_size", -1) : -1;
+    int64_t *nonpad = NULL;
+    if (np) {
+        if (np->numel != (uint64_t)B) return rt_err(n, err, GRAFT_EINVAL, "nonpad_kv_seqlen must hold batch values");
+        nonpad = k_scratch_get(n, 9, (size_t)B * sizeof(int64_t) + 8, err);
+        if (!nonpad) return err->code;
+        if (rt_read_ints(np, nonpad, (size_t)B) < 0) return rt_err(n, err, GRAFT_EINVAL, "nonpad_kv_seqlen must be int64");
+        x.nonpad = nonpad;
+    }
+    if (mask && mask->numel) {
+        if (mask->rank < 1 || mask->rank > 4) return rt_err(n, err, GRAFT_EINVAL, "attn_mask of rank %d", mask->rank);
+        int64_t full[4] = {B, Hq, Sq, mask->dims[mask->rank - 1]};
+        int ro;
+        int64_t bd[RT_MAX_RANK];
+        if (!k_broadcast(4, full, mask->rank, mask->dims, &ro, bd) || bd[0] != B || bd[1] != Hq || bd[2] != Sq)
+            return rt_err(n, err, GRAFT_EINVAL, "attn_mask does not broadcast to (batch, heads, q, kv)");
+        k_bstrides(mask->rank, mask->dims, 4, full, x.ms);
+        x.mlast = mask->dims[mask->rank - 1];
+        if (mask->dtype == GRAFT_DTYPE_BOOL) {
+            x.mask_bool = 1;
+            x.mask = mask->data;
+        } else {
+            if (!(x.mask = in_f32(n, 3, 10, err))) return err->code;
+        }
+    }
+    c.bias = onnx_att_bias;
+    c.ctx = &x;
+    float *QK = NULL;
+    if (qko) {
+        QK = qko->dtype == GRAFT_DTYPE_FLOAT ? qko->data : k_scratch_get(n, 8, (size_t)qko->numel * 4 + 4, err);
+        if (!QK) return err->code;
+        c.qk = QK;
+        c.qk_mode = (int)rt_attr_int(n, "qk_matmul_output_mode", 0);
+    }
+    att_run_core(&c);
+    if (Y != yo->data) k_from_f32(yo->dtype, Y, yo->data, (size_t)yo->numel);
+    if (qko && QK != qko->data) k_from_f32(qko->dtype, QK, qko->data, (size_t)qko->numel);
+    return GRAFT_OK;
+}
+
+const rt_kernel rt_kernels_attn[] = {
+    {"", "Attention", 23, 0, k_scratch_init, attention_run, k_scratch_fini},
+    {NULL, NULL, 0, 0, NULL, NULL, NULL},
+};
