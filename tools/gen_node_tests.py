@@ -17,7 +17,8 @@ from_dict / from_optional) for the other value types.
 
 Idempotent: OUTDIR/.stamp records the onnx version and this script's hash;
 when it matches, nothing is written. Output is built in a temporary sibling
-directory and renamed into place, so an interrupted run leaves no half set.
+directory and renamed into place, so an interrupted run leaves no half set
+and two concurrent runs (make -j) both end with one complete set.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import hashlib
 import os
 import shutil
 import sys
+import tempfile
 import warnings
 
 
@@ -68,30 +70,33 @@ def write_case(case, out_dir: str) -> None:
                 f.write(serialize_value(value, vo.type, vo.name))
 
 
+def up_to_date(out: str, want: str) -> bool:
+    try:
+        with open(os.path.join(out, ".stamp")) as f:
+            return f.read() == want
+    except OSError:
+        return False
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[1].startswith("-"):
         print("usage: gen_node_tests.py OUTDIR", file=sys.stderr)
         return 2
     out = argv[1].rstrip("/")
-    stamp = os.path.join(out, ".stamp")
     want = stamp_text()
-    try:
-        with open(stamp) as f:
-            if f.read() == want:
-                n = sum(1 for d in os.listdir(out) if d.startswith("test_"))
-                print(f"gen_node_tests: {out} up to date ({n} cases)")
-                return 0
-    except OSError:
-        pass
+    if up_to_date(out, want):
+        n = sum(1 for d in os.listdir(out) if d.startswith("test_"))
+        print(f"gen_node_tests: {out} up to date ({n} cases)")
+        return 0
 
     import onnx.backend.test.case.node as node_cases
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = node_cases.collect_testcases()
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=parent, prefix=os.path.basename(out) + ".tmp.")
     seen = set()
     for case in cases:
         if case.kind != "node" or case.model is None:
@@ -102,8 +107,16 @@ def main(argv: list[str]) -> int:
         write_case(case, os.path.join(tmp, case.name))
     with open(os.path.join(tmp, ".stamp"), "w") as f:
         f.write(want)
-    shutil.rmtree(out, ignore_errors=True)
-    os.rename(tmp, out)
+    if up_to_date(out, want):  # a concurrent run finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        shutil.rmtree(out, ignore_errors=True)
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not up_to_date(out, want):
+                raise
     print(f"gen_node_tests: wrote {len(seen)} cases to {out}")
     return 0
 

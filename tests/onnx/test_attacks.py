@@ -302,6 +302,7 @@ def main() -> int:
     ap.add_argument("--work")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--filter", default="")
+    ap.add_argument("--verbose", action="store_true", help="print every case's exit codes")
     args = ap.parse_args()
     build = common.build_dir(args.build)
     rt, graft = common.roundtrip_bin(build), common.graft_bin(build)
@@ -389,9 +390,11 @@ def main() -> int:
         if problems:
             failures.append((case.name, problems))
 
+    failed = {name for name, _ in failures}
     print(f"{'case':36} {'roundtrip':>9} {'inspect':>8} {'onnx':>8}")
     for row in table:
-        print(f"{row[0]:36} {row[1]:>9} {row[2]:>8} {row[3]:>8}")
+        if args.verbose or row[0] in failed:
+            print(f"{row[0]:36} {row[1]:>9} {row[2]:>8} {row[3]:>8}")
     for name, problems in failures:
         print(f"FAIL {name}")
         for p in problems:
