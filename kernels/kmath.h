@@ -36,4 +36,9 @@ void km_f32_to_half(const float *x, uint16_t *y, uint64_t n, int bf);
 int km_load_f64(const rt_tensor *t, uint64_t off, uint64_t m, double *dst);
 int km_store_f64(rt_tensor *t, uint64_t off, uint64_t m, const double *src);
 
+/* Kernels defined in the other math files, listed in rt_kernels_math. */
+graft_status km_cast_init(rt_node *n, graft_error *err);  /* math_cast.c */
+graft_status km_cast_run(rt_node *n, graft_error *err);
+graft_status km_castlike_run(rt_node *n, graft_error *err);
+
 #endif

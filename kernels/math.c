@@ -1079,5 +1079,7 @@ const rt_kernel rt_kernels_math[] = {
     {"", "LessOrEqual", 12, 0, bin_init, bin_run, NULL},
     {"", "GreaterOrEqual", 12, 0, bin_init, bin_run, NULL},
     {"", "Where", 9, 0, NULL, where_run, NULL},
+    {"", "Cast", 6, 0, km_cast_init, km_cast_run, NULL},
+    {"", "CastLike", 15, 0, km_cast_init, km_castlike_run, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL},
 };
