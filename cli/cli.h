@@ -23,6 +23,7 @@
  * dispatch table and the declarations below follow from it. */
 #define GRAFT_CLI_COMMANDS(X)                                                      \
     X(inspect, "show a model's or pipeline's I/O, ops, weights and KV layout")     \
+    X(compose, "fuse a vendor pipeline into one self-contained text-only export") \
     X(tokenize, "encode or decode text with a tokenizer.json")                    \
     /* end of the command table */
 

@@ -291,6 +291,8 @@ int graft_graph_remove_output(graft_graph *g, const char *name);
 /* Renames graph output `old_name` (the entry only). */
 graft_status graft_graph_rename_output(graft_graph *g, const char *old_name, const char *new_name,
                                        graft_error *err);
+/* Moves graph input `name` to position `index` (clamped); 0 if absent. */
+int graft_graph_move_input(graft_graph *g, const char *name, size_t index);
 
 /* Moves the main graph of `src` into g's model: every node, initializer,
  * sparse initializer and value_info, and the model-local functions. Every
@@ -346,10 +348,49 @@ const char *graft_session_output_name(const graft_session *s, size_t i);
 /* Fills *a with output `name` after a run; returns 0 when unknown. */
 int graft_session_output(const graft_session *s, const char *name, graft_array *a);
 
+/* Evaluates one node of graph g on the CPU kernels (used by constant
+ * folding). in[i] may have data NULL for omitted inputs (rank -1). On
+ * success out[0..n_out) hold owned data (free() each .data). */
+graft_status graft_node_eval(graft_model *m, graft_graph *g, graft_node *n, const graft_array *in,
+                             size_t n_in, graft_array *out, size_t n_out, graft_error *err);
+
 /* The kernels graft has (CPU), for reports: domain ("" = ONNX), op type,
  * and the opset range handled (until 0: open-ended). */
 size_t graft_kernel_count(void);
 int graft_kernel_at(size_t i, const char **domain, const char **op, int *since, int *until);
+
+/* ---------------------------------------------------------------- compose */
+
+typedef enum graft_bos_mode {
+    GRAFT_BOS_AUTO = 0, /* prepend BOS when tokenizer_config says add_bos_token */
+    GRAFT_BOS_ALWAYS,
+    GRAFT_BOS_NEVER,
+} graft_bos_mode;
+
+typedef struct graft_compose_opts {
+    /* Graph files, relative to the pipeline directory, for pipelines
+     * without a genai_config.json (or to override it); NULL: from the
+     * config. */
+    const char *embedding;
+    const char *decoder;
+    graft_bos_mode bos;
+    long long shard_size; /* > 0: split the weights into files of this size */
+    int force;            /* replace an existing OUT_DIR */
+    /* Progress of the weight copy (may be NULL), and one line per decision
+     * worth telling a user (may be NULL). */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void (*note)(void *ctx, const char *line);
+    void *ctx;
+} graft_compose_opts;
+
+/* Composes the pipeline in `pipeline_dir` into one self-contained,
+ * text-only export in `out_dir`: the embedding graph fused into the
+ * decoder, multimodal inputs baked to empty constants and folded away,
+ * weights copied into real files, tokenizer patched for BOS, config
+ * rewritten. Everything is written to a temporary directory beside
+ * out_dir and renamed at the end; on failure nothing is left. */
+graft_status graft_compose(const char *pipeline_dir, const char *out_dir,
+                           const graft_compose_opts *opts, graft_error *err);
 
 #ifdef __cplusplus
 }

@@ -96,6 +96,21 @@ int graft_graph_remove_input(graft_graph *g, const char *name)
     return vi_remove(g->p->input, &g->p->n_input, name);
 }
 
+int graft_graph_move_input(graft_graph *g, const char *name, size_t index)
+{
+    size_t n = g->p->n_input;
+    for (size_t i = 0; i < n; i++)
+        if (g->p->input[i]->name && strcmp(g->p->input[i]->name, name) == 0) {
+            Onnx__ValueInfoProto *v = g->p->input[i];
+            memmove(&g->p->input[i], &g->p->input[i + 1], (n - i - 1) * sizeof *g->p->input);
+            if (index > n - 1) index = n - 1;
+            memmove(&g->p->input[index + 1], &g->p->input[index], (n - 1 - index) * sizeof *g->p->input);
+            g->p->input[index] = v;
+            return 1;
+        }
+    return 0;
+}
+
 int graft_graph_remove_output(graft_graph *g, const char *name)
 {
     return vi_remove(g->p->output, &g->p->n_output, name);
