@@ -327,7 +327,374 @@ static graft_status attention_run(rt_node *n, graft_error *err)
     return GRAFT_OK;
 }
 
+/* ------------------------------------------------------------ rotary helper */
+
+/* Rotates the first rd values of each head of x rows in place: x holds
+ * B x S rows of H heads (row stride rs, head stride hs_), positions pos[b*S+s],
+ * caches [max_pos, rd/2]. */
+static int rope_inplace(float *x, int64_t B, int64_t S, int64_t H, int64_t rs, int64_t hst, int64_t rd,
+                        const int64_t *pos, const float *cosc, const float *sinc, int64_t maxpos, int interleaved)
+{
+    int64_t half = rd / 2;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0; s < S; s++) {
+            int64_t p = pos[b * S + s];
+            if (p < 0 || p >= maxpos) return 0;
+            const float *cs = cosc + p * half, *sn = sinc + p * half;
+            for (int64_t h = 0; h < H; h++) {
+                float *r = x + (b * S + s) * rs + h * hst;
+                if (interleaved) {
+                    for (int64_t i = 0; i < half; i++) {
+                        float a = r[2 * i], c = r[2 * i + 1];
+                        r[2 * i] = a * cs[i] - c * sn[i];
+                        r[2 * i + 1] = a * sn[i] + c * cs[i];
+                    }
+                } else {
+                    for (int64_t i = 0; i < half; i++) {
+                        float a = r[i], c = r[i + half];
+                        r[i] = a * cs[i] - c * sn[i];
+                        r[i + half] = a * sn[i] + c * cs[i];
+                    }
+                }
+            }
+        }
+    return 1;
+}
+
+/* ------------------------------------------------------------ com.microsoft GroupQueryAttention */
+
+typedef struct gqa_ctx {
+    const int64_t *past; /* per batch: keys before the new tokens */
+    int64_t window;      /* local_window_size (-1: none) */
+    const float *abias;  /* attention_bias or NULL */
+    int64_t as[4];       /* its strides over (B, Hq, S, T) */
+} gqa_ctx;
+
+static void gqa_bias(const att_core *c, int64_t b, int64_t h, int64_t i, float *bias)
+{
+    const gqa_ctx *x = c->ctx;
+    int64_t p = x->past[b] + i, T = c->Tb[b];
+    for (int64_t j = 0; j < T; j++) {
+        if (j > p || (x->window >= 0 && p - j >= x->window)) {
+            bias[j] = -INFINITY;
+        } else if (x->abias) {
+            bias[j] = x->abias[b * x->as[0] + h * x->as[1] + i * x->as[2] + j * x->as[3]];
+        }
+    }
+}
+
+static graft_status gqa_run(rt_node *n, graft_error *err)
+{
+    rt_tensor *q = rt_in(n, 0), *k = rt_in(n, 1), *v = rt_in(n, 2), *pk = rt_in(n, 3), *pv = rt_in(n, 4);
+    rt_tensor *sl = rt_in(n, 5), *tot = rt_in(n, 6), *cc = rt_in(n, 7), *sc = rt_in(n, 8), *pos = rt_in(n, 9);
+    rt_tensor *ab = rt_in(n, 10), *hsink = rt_in(n, 11);
+    if (!q || !sl || !tot) return rt_err(n, err, GRAFT_EINVAL, "missing query, seqlens_k or total_sequence_length");
+    if (!k != !v) return rt_err(n, err, GRAFT_EINVAL, "key and value go together");
+    if (!pk != !pv) return rt_err(n, err, GRAFT_EINVAL, "past_key and past_value go together");
+    if (!k_is_float(q->dtype) || (k && (k->dtype != q->dtype || v->dtype != q->dtype)))
+        return rt_err(n, err, GRAFT_EUNSUPPORTED, "dtype %s not supported", graft_dtype_name(q->dtype));
+    if (n->n_out > 3 && *graft_node_output(n->src, 3) && rt_attr_int(n, "qk_output", 0))
+        return rt_err(n, err, GRAFT_EUNSUPPORTED, "output_qk is not supported");
+    int64_t Hq = rt_attr_int(n, "num_heads", 0), Hkv = rt_attr_int(n, "kv_num_heads", 0);
+    if (Hq <= 0 || Hkv <= 0 || Hq % Hkv) return rt_err(n, err, GRAFT_EINVAL, "num_heads %lld, kv_num_heads %lld",
+                                                         (long long)Hq, (long long)Hkv);
+    if (q->rank != 3) return rt_err(n, err, GRAFT_EINVAL, "query must be 3-D");
+    int64_t B = q->dims[0], S = q->dims[1], hd;
+    int packed = !k;
+    if (packed) {
+        if (q->dims[2] % (Hq + 2 * Hkv)) return rt_err(n, err, GRAFT_EINVAL, "packed QKV width");
+        hd = q->dims[2] / (Hq + 2 * Hkv);
+    } else {
+        if (q->dims[2] % Hq) return rt_err(n, err, GRAFT_EINVAL, "query width not a multiple of num_heads");
+        hd = q->dims[2] / Hq;
+        if (k->rank != 3 || v->rank != 3 || k->dims[0] != B || k->dims[1] != S || k->dims[2] != Hkv * hd ||
+            v->dims[0] != B || v->dims[1] != S || v->dims[2] != Hkv * hd)
+            return rt_err(n, err, GRAFT_EINVAL, "key/value must be (batch, seq, kv_num_heads * head_size)");
+    }
+    int64_t Pbuf = 0;
+    if (pk) {
+        if (pk->rank != 4 || pv->rank != 4 || pk->dims[0] != B || pk->dims[1] != Hkv || pk->dims[3] != hd ||
+            pv->dims[0] != B || pv->dims[1] != Hkv || pv->dims[3] != hd || pv->dims[2] != pk->dims[2])
+            return rt_err(n, err, GRAFT_EINVAL, "past_key/past_value must be (batch, kv_num_heads, len, head_size)");
+        if (pk->dtype != q->dtype || pv->dtype != q->dtype)
+            return rt_err(n, err, GRAFT_EUNSUPPORTED, "past dtype differs from query's");
+        Pbuf = pk->dims[2];
+    }
+    int64_t total;
+    if (rt_read_ints(tot, &total, 1) != 1) return rt_err(n, err, GRAFT_EINVAL, "total_sequence_length must be one int32");
+    if ((int64_t)sl->numel != B) return rt_err(n, err, GRAFT_EINVAL, "seqlens_k must hold batch values");
+    int64_t *tmp = k_scratch_get(n, 9, (size_t)(3 * B + 3 * B * S + 1) * sizeof(int64_t), err);
+    if (!tmp) return err->code;
+    int64_t *past = tmp, *tb = tmp + B, *seqk = tmp + 2 * B, *pids = tmp + 3 * B;
+    if (rt_read_ints(sl, seqk, (size_t)B) < 0) return rt_err(n, err, GRAFT_EINVAL, "seqlens_k must be int32");
+    int64_t Lp = Pbuf > total ? Pbuf : total;
+    int first = S == total;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t tb_ = seqk[b] + 1;
+        past[b] = first ? 0 : tb_ - S;
+        if (past[b] < 0 || past[b] + S > Lp || tb_ > Lp)
+            return rt_err(n, err, GRAFT_EINVAL, "seqlens_k[%lld] = %lld inconsistent with sequence %lld, total %lld",
+                          (long long)b, (long long)seqk[b], (long long)S, (long long)total);
+        tb[b] = past[b] + S;
+    }
+    /* outputs */
+    int64_t yd[3] = {B, S, Hq * hd}, kd[4] = {B, Hkv, Lp, hd};
+    rt_tensor *yo = rt_out(n, 0, q->dtype, 3, yd, err), *pko = NULL, *pvo = NULL;
+    OUT_OR_FAIL(yo);
+    if (n->n_out > 1) OUT_OR_FAIL(pko = rt_out(n, 1, q->dtype, 4, kd, err));
+    if (n->n_out > 2) OUT_OR_FAIL(pvo = rt_out(n, 2, q->dtype, 4, kd, err));
+    const float *Qin = in_f32(n, 0, 0, err);
+    if (!Qin) return err->code;
+    const float *Kin = packed ? Qin + Hq * hd : in_f32(n, 1, 1, err);
+    const float *Vin = packed ? Qin + (Hq + Hkv) * hd : in_f32(n, 2, 2, err);
+    if (!Kin || !Vin) return err->code;
+    int64_t qrs = packed ? (Hq + 2 * Hkv) * hd : Hq * hd, krs = packed ? qrs : Hkv * hd;
+    /* present caches (fp32) */
+    int f32 = q->dtype == GRAFT_DTYPE_FLOAT;
+    size_t cbytes = (size_t)(B * Hkv * Lp * hd) * sizeof(float) + 4;
+    float *Kc = f32 && pko ? pko->data : k_scratch_get(n, 3, cbytes, err);
+    float *Vc = f32 && pvo ? pvo->data : k_scratch_get(n, 4, cbytes, err);
+    if (!Kc || !Vc) return err->code;
+    /* present = past rows [0, past_b), new rows, zeros after (as ORT) */
+    const float *PK = NULL, *PV = NULL;
+    if (pk && (!(PK = in_f32(n, 3, 5, err)) || !(PV = in_f32(n, 4, 6, err)))) return err->code;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t keep = PK ? (past[b] < Pbuf ? past[b] : Pbuf) : 0;
+        for (int64_t h = 0; h < Hkv; h++) {
+            int64_t bh = b * Hkv + h;
+            if (PK && PK != Kc) memcpy(Kc + bh * Lp * hd, PK + bh * Pbuf * hd, (size_t)(keep * hd) * sizeof(float));
+            if (PV && PV != Vc) memcpy(Vc + bh * Lp * hd, PV + bh * Pbuf * hd, (size_t)(keep * hd) * sizeof(float));
+            if (PK != Kc) memset(Kc + (bh * Lp + keep) * hd, 0, (size_t)((Lp - keep) * hd) * sizeof(float));
+            if (PV != Vc) memset(Vc + (bh * Lp + keep) * hd, 0, (size_t)((Lp - keep) * hd) * sizeof(float));
+        }
+    }
+    /* Q (and K) copies for rotary */
+    float *Qr = k_scratch_get(n, 7, (size_t)(B * S * Hq * hd) * sizeof(float) + 4, err);
+    float *Kr = k_scratch_get(n, 8, (size_t)(B * S * Hkv * hd) * sizeof(float) + 4, err);
+    if (!Qr || !Kr) return err->code;
+    for (int64_t r = 0; r < B * S; r++) {
+        memcpy(Qr + r * Hq * hd, Qin + r * qrs, (size_t)(Hq * hd) * sizeof(float));
+        memcpy(Kr + r * Hkv * hd, Kin + r * krs, (size_t)(Hkv * hd) * sizeof(float));
+    }
+    if (rt_attr_int(n, "do_rotary", 0)) {
+        if (!cc || !sc || cc->rank != 2 || sc->rank != 2 || cc->dims[1] != sc->dims[1] || cc->dims[0] != sc->dims[0])
+            return rt_err(n, err, GRAFT_EINVAL, "do_rotary needs 2-D cos_cache and sin_cache of one shape");
+        int64_t rd = cc->dims[1] * 2;
+        if (rd > hd) return rt_err(n, err, GRAFT_EINVAL, "rotary dimension %lld over head size %lld", (long long)rd,
+                                   (long long)hd);
+        if (pos) {
+            if ((int64_t)pos->numel != B * S) return rt_err(n, err, GRAFT_EINVAL, "position_ids must be (batch, seq)");
+            if (rt_read_ints(pos, pids, (size_t)(B * S)) < 0) return rt_err(n, err, GRAFT_EINVAL, "position_ids dtype");
+        } else {
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t s = 0; s < S; s++) pids[b * S + s] = past[b] + s;
+        }
+        const float *C = in_f32(n, 7, 10, err), *Sn = in_f32(n, 8, 11, err);
+        if (!C || !Sn) return err->code;
+        int il = (int)rt_attr_int(n, "rotary_interleaved", 0);
+        if (!rope_inplace(Qr, B, S, Hq, Hq * hd, hd, rd, pids, C, Sn, cc->dims[0], il) ||
+            !rope_inplace(Kr, B, S, Hkv, Hkv * hd, hd, rd, pids, C, Sn, cc->dims[0], il))
+            return rt_err(n, err, GRAFT_EINVAL, "a position is outside the cos/sin caches (%lld rows)",
+                          (long long)cc->dims[0]);
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hkv; h++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t at = ((b * Hkv + h) * Lp + past[b] + s) * hd;
+                memcpy(Kc + at, Kr + (b * S + s) * Hkv * hd + h * hd, (size_t)hd * sizeof(float));
+                memcpy(Vc + at, Vin + (b * S + s) * krs + h * hd, (size_t)hd * sizeof(float));
+            }
+    float *Y = f32 ? yo->data : k_scratch_get(n, 2, (size_t)yo->numel * sizeof(float) + 4, err);
+    if (!Y) return err->code;
+    att_core c = {0};
+    c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.Sq = S, c.T = Lp, c.hd = hd, c.vd = hd, c.Tb = tb;
+    c.Q = Qr, c.qs[0] = S * Hq * hd, c.qs[1] = hd, c.qs[2] = Hq * hd;
+    c.K = Kc, c.ks[0] = Hkv * Lp * hd, c.ks[1] = Lp * hd, c.ks[2] = hd;
+    c.V = Vc, c.vs[0] = Hkv * Lp * hd, c.vs[1] = Lp * hd, c.vs[2] = hd;
+    c.Y = Y, c.ys[0] = S * Hq * hd, c.ys[1] = hd, c.ys[2] = Hq * hd;
+    float sv;
+    c.scale = graft_node_attr_float(n->src, "scale", &sv) && sv != 0.0f ? sv : 1.0f / sqrtf((float)hd);
+    c.softcap = rt_attr_float(n, "softcap", 0.0f);
+    gqa_ctx x = {past, rt_attr_int(n, "local_window_size", -1), NULL, {0}};
+    if (ab) {
+        int64_t full[4] = {B, Hq, S, ab->dims[ab->rank - 1]};
+        int ro;
+        int64_t bd[RT_MAX_RANK];
+        if (ab->rank != 4 || !k_broadcast(4, full, 4, ab->dims, &ro, bd) || bd[0] != B || bd[1] != Hq ||
+            bd[2] != S || ab->dims[3] < total)
+            return rt_err(n, err, GRAFT_EINVAL, "attention_bias must be (batch|1, heads|1, seq, total_seq)");
+        k_bstrides(4, ab->dims, 4, full, x.as);
+        if (!(x.abias = in_f32(n, 10, 6 + 0 * 1, err))) return err->code;
+    }
+    float *sinks = NULL;
+    if (hsink || rt_attr_int(n, "smooth_softmax", 0)) {
+        sinks = k_scratch_get(n, 5 + (pk ? 0 : 0), (size_t)Hq * sizeof(float) + 4, err);
+        if (!sinks) return err->code;
+        if (hsink) {
+            if ((int64_t)hsink->numel != Hq) return rt_err(n, err, GRAFT_EINVAL, "head_sink must hold num_heads values");
+            k_to_f32(hsink->dtype, hsink->data, sinks, (size_t)Hq);
+        } else {
+            for (int64_t h = 0; h < Hq; h++) sinks[h] = 0.0f;
+        }
+    }
+    c.sink = sinks;
+    c.bias = gqa_bias;
+    c.ctx = &x;
+    att_run_core(&c);
+    if (!f32) {
+        k_from_f32(yo->dtype, Y, yo->data, (size_t)yo->numel);
+        if (pko) k_from_f32(pko->dtype, Kc, pko->data, (size_t)pko->numel);
+        if (pvo) k_from_f32(pvo->dtype, Vc, pvo->data, (size_t)pvo->numel);
+    }
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ com.microsoft MultiHeadAttention */
+
+typedef struct mha_ctx {
+    int64_t past, causal;
+    float filter;
+    const int32_t *kpm; /* key_padding_mask */
+    int kpm_kind;        /* 0 none, 1 lengths (B), 2 (B, T), 3 (B, S, T) */
+    int64_t kpm_T;
+    const float *abias;
+    int64_t as[4];
+} mha_ctx;
+
+static void mha_bias(const att_core *c, int64_t b, int64_t h, int64_t i, float *bias)
+{
+    const mha_ctx *x = c->ctx;
+    for (int64_t j = 0; j < c->T; j++) {
+        float v = 0.0f;
+        int masked = 0;
+        if (x->kpm_kind == 1) masked = j >= x->kpm[b];
+        else if (x->kpm_kind == 2) masked = x->kpm[b * x->kpm_T + j] == 0;
+        else if (x->kpm_kind == 3) masked = x->kpm[(b * c->Sq + i) * x->kpm_T + j] == 0;
+        if (x->causal && j > x->past + i) masked = 1;
+        if (masked) v = x->filter;
+        if (x->abias) v += x->abias[b * x->as[0] + h * x->as[1] + i * x->as[2] + j * x->as[3]];
+        bias[j] = v;
+    }
+}
+
+static graft_status mha_run(rt_node *n, graft_error *err)
+{
+    rt_tensor *q = rt_in(n, 0), *k = rt_in(n, 1), *v = rt_in(n, 2), *bi = rt_in(n, 3), *kpm = rt_in(n, 4);
+    rt_tensor *ab = rt_in(n, 5), *pk = rt_in(n, 6), *pv = rt_in(n, 7);
+    if (!q || !k || !v) return rt_err(n, err, GRAFT_EUNSUPPORTED, "packed QKV/KV forms are not supported");
+    if (rt_in(n, 8) || rt_in(n, 9)) return rt_err(n, err, GRAFT_EUNSUPPORTED, "buffer sharing and beam search inputs are not supported");
+    if (!k_is_float(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
+        return rt_err(n, err, GRAFT_EUNSUPPORTED, "dtype %s not supported", graft_dtype_name(q->dtype));
+    if (!pk != !pv) return rt_err(n, err, GRAFT_EINVAL, "past_key and past_value go together");
+    int64_t H = rt_attr_int(n, "num_heads", 0);
+    if (q->rank != 3 || H <= 0 || q->dims[2] % H) return rt_err(n, err, GRAFT_EINVAL, "query must be (batch, seq, num_heads * head_size)");
+    int64_t B = q->dims[0], S = q->dims[1], hd = q->dims[2] / H, L, vd;
+    int k4 = k->rank == 4;
+    if (k4) {
+        if (v->rank != 4 || k->dims[0] != B || k->dims[1] != H || k->dims[3] != hd || v->dims[0] != B ||
+            v->dims[1] != H || v->dims[2] != k->dims[2] || bi || pk)
+            return rt_err(n, err, GRAFT_EINVAL, "4-D key/value must be (batch, num_heads, kv_seq, head_size), without bias or past");
+        L = k->dims[2];
+        vd = v->dims[3];
+    } else {
+        if (k->rank != 3 || v->rank != 3 || k->dims[0] != B || v->dims[0] != B || k->dims[2] != H * hd ||
+            v->dims[1] != k->dims[1] || v->dims[2] % H)
+            return rt_err(n, err, GRAFT_EINVAL, "key/value must be (batch, kv_seq, hidden)");
+        L = k->dims[1];
+        vd = v->dims[2] / H;
+    }
+    int64_t P = 0;
+    if (pk) {
+        if (pk->rank != 4 || pv->rank != 4 || pk->dims[0] != B || pk->dims[1] != H || pk->dims[3] != hd ||
+            pv->dims[0] != B || pv->dims[1] != H || pv->dims[3] != vd || pv->dims[2] != pk->dims[2])
+            return rt_err(n, err, GRAFT_EINVAL, "past_key/past_value shapes");
+        P = pk->dims[2];
+    }
+    int64_t T = P + L;
+    int64_t yd[3] = {B, S, H * vd}, kd[4] = {B, H, T, hd}, vdd[4] = {B, H, T, vd};
+    rt_tensor *yo = rt_out(n, 0, q->dtype, 3, yd, err), *pko = NULL, *pvo = NULL, *qko = NULL;
+    OUT_OR_FAIL(yo);
+    if (n->n_out > 1 && *graft_node_output(n->src, 1)) OUT_OR_FAIL(pko = rt_out(n, 1, q->dtype, 4, kd, err));
+    if (n->n_out > 2 && *graft_node_output(n->src, 2)) OUT_OR_FAIL(pvo = rt_out(n, 2, q->dtype, 4, vdd, err));
+    if (n->n_out > 3 && *graft_node_output(n->src, 3)) {
+        int64_t qd[4] = {B, H, S, T};
+        OUT_OR_FAIL(qko = rt_out(n, 3, q->dtype, 4, qd, err));
+    }
+    const float *Qin = in_f32(n, 0, 0, err), *Kin = in_f32(n, 1, 1, err), *Vin = in_f32(n, 2, 2, err);
+    if (!Qin || !Kin || !Vin) return err->code;
+    const float *Bias = NULL;
+    if (bi) {
+        if ((int64_t)bi->numel != 2 * H * hd + H * vd) return rt_err(n, err, GRAFT_EINVAL, "bias must hold 2 * hidden + v_hidden values");
+        if (!(Bias = in_f32(n, 3, 8, err))) return err->code;
+    }
+    float *Qb = k_scratch_get(n, 7, (size_t)(B * S * H * hd) * sizeof(float) + 4, err);
+    float *Kc = k_scratch_get(n, 3, (size_t)(B * H * T * hd) * sizeof(float) + 4, err);
+    float *Vc = k_scratch_get(n, 4, (size_t)(B * H * T * vd) * sizeof(float) + 4, err);
+    if (!Qb || !Kc || !Vc) return err->code;
+    for (int64_t r = 0; r < B * S; r++)
+        for (int64_t x = 0; x < H * hd; x++) Qb[r * H * hd + x] = Qin[r * H * hd + x] + (Bias ? Bias[x] : 0.0f);
+    if (pk) {
+        const float *PK = in_f32(n, 6, 5, err), *PV = in_f32(n, 7, 6, err);
+        if (!PK || !PV) return err->code;
+        to_cache(PK, 0, B, H, P, hd, Kc, T, 0);
+        to_cache(PV, 0, B, H, P, vd, Vc, T, 0);
+    }
+    to_cache(Kin, !k4, B, H, L, hd, Kc, T, P);
+    to_cache(Vin, !k4, B, H, L, vd, Vc, T, P);
+    if (Bias)
+        for (int64_t bh = 0; bh < B * H; bh++)
+            for (int64_t s = P; s < T; s++) {
+                int64_t h = bh % H;
+                for (int64_t x = 0; x < hd; x++) Kc[(bh * T + s) * hd + x] += Bias[H * hd + h * hd + x];
+                for (int64_t x = 0; x < vd; x++) Vc[(bh * T + s) * vd + x] += Bias[2 * H * hd + h * vd + x];
+            }
+    mha_ctx x = {P, rt_attr_int(n, "unidirectional", 0), rt_attr_float(n, "mask_filter_value", -10000.0f), NULL, 0, 0, NULL, {0}};
+    if (kpm) {
+        if (kpm->dtype != GRAFT_DTYPE_INT32) return rt_err(n, err, GRAFT_EUNSUPPORTED, "key_padding_mask must be int32");
+        x.kpm = kpm->data;
+        if (kpm->rank == 1 && kpm->dims[0] == B) x.kpm_kind = 1;
+        else if (kpm->rank == 2 && kpm->dims[0] == B && (kpm->dims[1] == T)) x.kpm_kind = 2, x.kpm_T = T;
+        else if (kpm->rank == 3 && kpm->dims[0] == B && kpm->dims[1] == S && kpm->dims[2] == T) x.kpm_kind = 3, x.kpm_T = T;
+        else return rt_err(n, err, GRAFT_EUNSUPPORTED, "key_padding_mask shape not supported");
+    }
+    if (ab) {
+        int64_t full[4] = {B, H, S, T};
+        int ro;
+        int64_t bd[RT_MAX_RANK];
+        if (ab->rank != 4 || !k_broadcast(4, full, 4, ab->dims, &ro, bd) || bd[0] != B || bd[1] != H || bd[2] != S ||
+            bd[3] != T)
+            return rt_err(n, err, GRAFT_EINVAL, "attention_bias must broadcast to (batch, heads, seq, total_seq)");
+        k_bstrides(4, ab->dims, 4, full, x.as);
+        if (!(x.abias = in_f32(n, 5, 9, err))) return err->code;
+    }
+    float *Y = q->dtype == GRAFT_DTYPE_FLOAT ? yo->data : k_scratch_get(n, 10, (size_t)yo->numel * 4 + 4, err);
+    if (!Y) return err->code;
+    float *QK = NULL;
+    if (qko && !(QK = q->dtype == GRAFT_DTYPE_FLOAT ? qko->data : k_scratch_get(n, 11, (size_t)qko->numel * 4 + 4, err)))
+        return err->code;
+    att_core c = {0};
+    c.B = B, c.Hq = H, c.Hkv = H, c.Sq = S, c.T = T, c.hd = hd, c.vd = vd;
+    c.Q = Qb, c.qs[0] = S * H * hd, c.qs[1] = hd, c.qs[2] = H * hd;
+    c.K = Kc, c.ks[0] = H * T * hd, c.ks[1] = T * hd, c.ks[2] = hd;
+    c.V = Vc, c.vs[0] = H * T * vd, c.vs[1] = T * vd, c.vs[2] = vd;
+    c.Y = Y, c.ys[0] = S * H * vd, c.ys[1] = vd, c.ys[2] = H * vd;
+    float sv;
+    c.scale = graft_node_attr_float(n->src, "scale", &sv) && sv != 0.0f ? sv : 1.0f / sqrtf((float)hd);
+    c.bias = mha_bias;
+    c.ctx = &x;
+    c.qk = QK;
+    c.qk_mode = 3;
+    att_run_core(&c);
+    if (Y != yo->data) k_from_f32(yo->dtype, Y, yo->data, (size_t)yo->numel);
+    if (pko) k_from_f32(pko->dtype, Kc, pko->data, (size_t)pko->numel);
+    if (pvo) k_from_f32(pvo->dtype, Vc, pvo->data, (size_t)pvo->numel);
+    if (qko && QK != qko->data) k_from_f32(qko->dtype, QK, qko->data, (size_t)qko->numel);
+    return GRAFT_OK;
+}
+
 const rt_kernel rt_kernels_attn[] = {
     {"", "Attention", 23, 0, k_scratch_init, attention_run, k_scratch_fini},
+    {"com.microsoft", "GroupQueryAttention", 1, 0, k_scratch_init, gqa_run, k_scratch_fini},
+    {"com.microsoft", "MultiHeadAttention", 1, 0, k_scratch_init, mha_run, k_scratch_fini},
     {NULL, NULL, 0, 0, NULL, NULL, NULL},
 };
