@@ -7,6 +7,10 @@
 
 #define KM_MAX_IN 3
 
+/* Elements per stack block when converting through fp32 or double. */
+#define KM_BLOCK 256
+#define KM_BLOCK_BYTES (KM_BLOCK * sizeof(double))
+
 /* Broadcast of nin inputs to an output shape, with unit dimensions dropped
  * and adjacent dimensions merged where every input allows it. The last
  * dimension's strides are 0 or 1. */

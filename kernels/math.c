@@ -250,8 +250,6 @@ static int un_f64(const un_state *s, const double *x, double *y, uint64_t cnt)
         }                                                                                  \
     } while (0)
 
-#define KM_BLOCK 256
-
 static graft_status un_run(rt_node *n, graft_error *err)
 {
     const un_state *s = n->state;

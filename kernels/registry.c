@@ -7,6 +7,7 @@
 static const rt_kernel *const families[] = {
     rt_kernels_basic,
     rt_kernels_math,
+    rt_kernels_math_reduce,
     rt_kernels_shape,
     rt_kernels_nn,
     rt_kernels_contrib,

@@ -57,6 +57,7 @@ struct rt_kernel {
 /* Kernel tables, one per op family, each ended by an entry with op NULL. */
 extern const rt_kernel rt_kernels_basic[];   /* kernels/basic.c */
 extern const rt_kernel rt_kernels_math[];    /* kernels/math.c: elementwise, reductions, softmax, cast */
+extern const rt_kernel rt_kernels_math_reduce[]; /* kernels/math_reduce.c: Reduce*, ArgMax, CumSum, Softmax, TopK */
 extern const rt_kernel rt_kernels_shape[];   /* kernels/shape.c: shape and data movement */
 extern const rt_kernel rt_kernels_nn[];      /* kernels/nn.c: matmul, norms, attention (ONNX) */
 extern const rt_kernel rt_kernels_contrib[]; /* kernels/contrib.c: com.microsoft ops */
