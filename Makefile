@@ -96,10 +96,19 @@ $(BUILD)/obj/%.cu.o: %.cu $(PB_H)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(LIB): $(LIB_OBJS)
+# The archive also depends on the list of its members, so that adding or
+# removing a source file rebuilds it even when no object is newer.
+$(BUILD)/libgraft.members: FORCE
+	@mkdir -p $(@D)
+	@echo '$(sort $(LIB_OBJS))' | cmp -s - $@ || echo '$(sort $(LIB_OBJS))' > $@
+
+$(LIB): $(LIB_OBJS) $(BUILD)/libgraft.members
 	@mkdir -p $(@D)
 	rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(LIB_OBJS)
+
+.PHONY: FORCE
+FORCE:
 
 $(GRAFT): $(CLI_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS)

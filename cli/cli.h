@@ -24,6 +24,7 @@
 #define GRAFT_CLI_COMMANDS(X)                                                      \
     X(inspect, "show a model's or pipeline's I/O, ops, weights and KV layout")     \
     X(compose, "fuse a vendor pipeline into one self-contained text-only export") \
+    X(generate, "decode an export on graft's runtime, streaming text or ids")      \
     X(tokenize, "encode or decode text with a tokenizer.json")                    \
     /* end of the command table */
 

@@ -348,6 +348,18 @@ const char *graft_session_output_name(const graft_session *s, size_t i);
 /* Fills *a with output `name` after a run; returns 0 when unknown. */
 int graft_session_output(const graft_session *s, const char *name, graft_array *a);
 
+/* Exchanges output `name`'s buffer with the caller's: on return *buf and
+ * *cap hold the output's data (owned by the caller now) and the session
+ * writes the next run's output into the caller's old buffer (*buf may be
+ * NULL with *cap 0). Lets a decode loop feed present KV back as past KV
+ * without copies or allocation (ping-pong). Returns 0 for an unknown or
+ * borrowed output. */
+int graft_session_swap_output(graft_session *s, const char *name, void **buf, size_t *cap);
+/* Makes output `name` own at least `bytes` now (planning for a maximum
+ * context); GRAFT_ENOMEM on failure. */
+graft_status graft_session_reserve_output(graft_session *s, const char *name, size_t bytes,
+                                          graft_error *err);
+
 /* Evaluates one node of graph g on the CPU kernels (used by constant
  * folding). in[i] may have data NULL for omitted inputs (rank -1). On
  * success out[0..n_out) hold owned data (free() each .data). */
@@ -358,6 +370,49 @@ graft_status graft_node_eval(graft_model *m, graft_graph *g, graft_node *n, cons
  * and the opset range handled (until 0: open-ended). */
 size_t graft_kernel_count(void);
 int graft_kernel_at(size_t i, const char **domain, const char **op, int *since, int *until);
+
+/* ---------------------------------------------------------------- generation */
+
+typedef struct graft_generator graft_generator;
+
+typedef struct graft_gen_opts {
+    int max_context;   /* tokens the KV cache is planned for (0: the config's
+                          context_length, at most 4096) */
+    float temperature; /* <= 0: greedy (argmax, lowest id on ties) */
+    int top_k;         /* 0: off */
+    float top_p;       /* 0 or >= 1: off */
+    uint64_t seed;
+} graft_gen_opts;
+
+typedef struct graft_gen_timings {
+    double load_s, plan_s, prefill_s, decode_s;
+    size_t prefill_tokens, decode_tokens;
+} graft_gen_timings;
+
+/* Opens an export: a directory with model.onnx (and genai_config.json for
+ * names, EOS ids and context length) or an .onnx file. The KV bridge pairs
+ * the graph's past_key_values.N.* inputs with its present.N.* outputs, each
+ * layer with the geometry of its own inputs; layers without cache inputs
+ * need nothing. Memory is planned once for max_context: afterwards no step
+ * allocates. *out is owned (graft_generator_free). */
+graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, graft_generator **out,
+                                  graft_error *err);
+void graft_generator_free(graft_generator *g);
+/* Starts a new sequence with the prompt (clears the cache), runs the
+ * prefill and leaves the next-token logits ready. */
+graft_status graft_generator_prefill(graft_generator *g, const int64_t *ids, size_t n, graft_error *err);
+/* Appends one token and runs one decode step. */
+graft_status graft_generator_step(graft_generator *g, int64_t id, graft_error *err);
+/* Logits for the next token (fp32, borrowed until the next call). */
+const float *graft_generator_logits(const graft_generator *g, size_t *vocab);
+/* Picks the next token from the logits by the options (greedy or sampled). */
+int64_t graft_generator_pick(graft_generator *g);
+int graft_generator_is_eos(const graft_generator *g, int64_t id);
+size_t graft_generator_length(const graft_generator *g); /* tokens in the cache */
+int graft_generator_max_context(const graft_generator *g);
+const graft_gen_timings *graft_generator_timings(const graft_generator *g);
+/* Directory of the export (for its tokenizer.json); borrowed. */
+const char *graft_generator_dir(const graft_generator *g);
 
 /* ---------------------------------------------------------------- compose */
 

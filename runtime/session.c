@@ -341,3 +341,38 @@ int graft_session_output(const graft_session *s, const char *name, graft_array *
     }
     return 0;
 }
+
+static rt_tensor *output_tensor(graft_session *s, const char *name)
+{
+    for (size_t i = 0; i < s->n_out; i++)
+        if (strcmp(s->out_names[i], name) == 0) return s->vals[s->out_idx[i]];
+    return NULL;
+}
+
+int graft_session_swap_output(graft_session *s, const char *name, void **buf, size_t *cap)
+{
+    rt_tensor *t = output_tensor(s, name);
+    if (!t || !t->cap) return 0;
+    void *d = t->data;
+    size_t c = t->cap;
+    t->data = *buf;
+    t->cap = *buf ? *cap : 0;
+    *buf = d;
+    *cap = c;
+    return 1;
+}
+
+graft_status graft_session_reserve_output(graft_session *s, const char *name, size_t bytes,
+                                          graft_error *err)
+{
+    rt_tensor *t = output_tensor(s, name);
+    if (!t) return seterr(err, GRAFT_EINVAL, "no output '%s'", name);
+    if (t->cap >= bytes) return GRAFT_OK;
+    size_t alloc = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, alloc);
+    if (!p) return seterr(err, GRAFT_ENOMEM, "out of memory reserving %zu bytes for '%s'", bytes, name);
+    if (t->cap) free(t->data);
+    t->data = p;
+    t->cap = alloc;
+    return GRAFT_OK;
+}

@@ -1,0 +1,518 @@
+/* Decode loop over a session: KV bridge, planning for a maximum context,
+ * prefill, one token per step, greedy or sampled picks. */
+#include <jansson.h>
+#include <stdarg.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "runtime/rt.h"
+
+#define GEN_MAX_LAYERS 512
+
+typedef struct kv_pair {
+    char past[2][128];    /* key, value input names */
+    char present[2][128]; /* key, value output names */
+    int dtype;
+    int64_t heads[2], dim[2];
+    void *buf[2]; /* holds present -> next past (ping-pong with the session) */
+    size_t cap[2];
+    int64_t len;  /* positions in buf */
+} kv_pair;
+
+struct graft_generator {
+    char *dir, *model_path;
+    graft_model *m;
+    graft_session *s;
+    graft_gen_opts o;
+    int max_ctx;
+    char ids_name[128], mask_name[128], pos_name[128], logits_name[128];
+    int ids_dtype, mask_dtype, pos_dtype;
+    int have_pos;
+    kv_pair *kv;
+    size_t n_kv;
+    int64_t *eos;
+    size_t n_eos;
+    /* preallocated buffers */
+    void *ids_buf, *mask_buf, *pos_buf;
+    size_t prompt_cap;
+    float *logits;
+    size_t vocab;
+    int *order; /* sampling scratch */
+    float *probs;
+    uint64_t rng;
+    size_t len;
+    graft_gen_timings t;
+};
+
+static graft_status gerr(graft_error *err, graft_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static graft_status gerr(graft_error *err, graft_status code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->code = code;
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool find_input(graft_graph *g, const char *name, graft_value_info *vi)
+{
+    for (size_t i = 0; i < graft_graph_input_count(g); i++) {
+        graft_graph_input(g, i, vi);
+        if (strcmp(vi->name, name) == 0) return true;
+    }
+    return false;
+}
+
+static bool find_output(graft_graph *g, const char *name, graft_value_info *vi)
+{
+    for (size_t i = 0; i < graft_graph_output_count(g); i++) {
+        graft_graph_output(g, i, vi);
+        if (strcmp(vi->name, name) == 0) return true;
+    }
+    return false;
+}
+
+static const char *cfg_name(json_t *map, const char *key, const char *def)
+{
+    const char *v = json_string_value(json_object_get(map, key));
+    return v ? v : def;
+}
+
+/* Expands a "%d" template; false when it has no single %d. */
+static bool expand(char *out, size_t cap, const char *tmpl, size_t layer)
+{
+    const char *p = strstr(tmpl, "%d");
+    if (!p || strstr(p + 2, "%")) return false;
+    snprintf(out, cap, "%.*s%zu%s", (int)(p - tmpl), tmpl, layer, p + 2);
+    return true;
+}
+
+static graft_status setup_names(graft_generator *g, json_t *cfg, graft_error *err)
+{
+    json_t *model = json_object_get(cfg, "model");
+    json_t *dec = json_object_get(model, "decoder");
+    json_t *in = json_object_get(dec, "inputs"), *out = json_object_get(dec, "outputs");
+    graft_graph *gr = graft_model_graph(g->m);
+    graft_value_info vi;
+    snprintf(g->ids_name, sizeof g->ids_name, "%s", cfg_name(in, "input_ids", "input_ids"));
+    snprintf(g->mask_name, sizeof g->mask_name, "%s", cfg_name(in, "attention_mask", "attention_mask"));
+    snprintf(g->pos_name, sizeof g->pos_name, "%s", cfg_name(in, "position_ids", "position_ids"));
+    snprintf(g->logits_name, sizeof g->logits_name, "%s", cfg_name(out, "logits", "logits"));
+    const char *path = graft_model_path(g->m);
+    if (!find_input(gr, g->ids_name, &vi))
+        return gerr(err, GRAFT_EINVAL, "%s: the graph has no input '%s' (input_ids); is it a composed export?",
+                    path, g->ids_name);
+    g->ids_dtype = vi.dtype;
+    if (!find_input(gr, g->mask_name, &vi))
+        return gerr(err, GRAFT_EINVAL, "%s: the graph has no input '%s' (attention_mask)", path, g->mask_name);
+    g->mask_dtype = vi.dtype;
+    g->have_pos = find_input(gr, g->pos_name, &vi);
+    g->pos_dtype = g->have_pos ? vi.dtype : 0;
+    if (!find_output(gr, g->logits_name, &vi))
+        return gerr(err, GRAFT_EINVAL, "%s: the graph has no output '%s' (logits)", path, g->logits_name);
+    int dts[3] = {g->ids_dtype, g->mask_dtype, g->have_pos ? g->pos_dtype : GRAFT_DTYPE_INT64};
+    for (int i = 0; i < 3; i++)
+        if (dts[i] != GRAFT_DTYPE_INT64 && dts[i] != GRAFT_DTYPE_INT32)
+            return gerr(err, GRAFT_EUNSUPPORTED, "%s: input ids/mask/positions of type %s", path,
+                        graft_dtype_name(dts[i]));
+    const char *pk = cfg_name(in, "past_key_names", "past_key_values.%d.key");
+    const char *pv = cfg_name(in, "past_value_names", "past_key_values.%d.value");
+    const char *qk = cfg_name(out, "present_key_names", "present.%d.key");
+    const char *qv = cfg_name(out, "present_value_names", "present.%d.value");
+    g->kv = calloc(GEN_MAX_LAYERS, sizeof *g->kv);
+    if (!g->kv) return gerr(err, GRAFT_ENOMEM, "out of memory");
+    size_t used_inputs = 2 + (size_t)g->have_pos;
+    for (size_t layer = 0; layer < GEN_MAX_LAYERS; layer++) {
+        kv_pair *p = &g->kv[g->n_kv];
+        if (!expand(p->past[0], sizeof p->past[0], pk, layer) || !expand(p->past[1], sizeof p->past[1], pv, layer) ||
+            !expand(p->present[0], sizeof p->present[0], qk, layer) ||
+            !expand(p->present[1], sizeof p->present[1], qv, layer))
+            return gerr(err, GRAFT_EINVAL, "genai_config.json: KV name templates need one %%d");
+        graft_value_info a, b;
+        if (!find_input(gr, p->past[0], &a)) continue; /* a shared-KV layer: nothing to bridge */
+        for (int k = 0; k < 2; k++) {
+            if (!find_input(gr, p->past[k], &a))
+                return gerr(err, GRAFT_EINVAL, "%s: '%s' has no '%s' beside it", path, p->past[0], p->past[k]);
+            if (!find_output(gr, p->present[k], &b))
+                return gerr(err, GRAFT_EINVAL, "%s: past input '%s' has no present output '%s'", path,
+                            p->past[k], p->present[k]);
+            /* geometry [batch, kv_heads, seq, head_dim] from the graph */
+            const graft_value_info *src = b.rank == 4 && b.dims[1].value > 0 && b.dims[3].value > 0 ? &b : &a;
+            if (src->rank != 4 || src->dims[1].value <= 0 || src->dims[3].value <= 0)
+                return gerr(err, GRAFT_EUNSUPPORTED, "%s: '%s' is not [batch, kv_heads, seq, head_dim] with fixed "
+                            "heads and head_dim", path, p->past[k]);
+            p->heads[k] = src->dims[1].value;
+            p->dim[k] = src->dims[3].value;
+            p->dtype = a.dtype;
+        }
+        g->n_kv++;
+        used_inputs += 2;
+    }
+    if (graft_graph_input_count(gr) != used_inputs) {
+        for (size_t i = 0; i < graft_graph_input_count(gr); i++) {
+            graft_graph_input(gr, i, &vi);
+            bool known = !strcmp(vi.name, g->ids_name) || !strcmp(vi.name, g->mask_name) ||
+                         (g->have_pos && !strcmp(vi.name, g->pos_name));
+            for (size_t k = 0; k < g->n_kv && !known; k++)
+                known = !strcmp(vi.name, g->kv[k].past[0]) || !strcmp(vi.name, g->kv[k].past[1]);
+            if (!known && !graft_graph_find_initializer(gr, vi.name))
+                return gerr(err, GRAFT_EUNSUPPORTED, "%s: graph input '%s' is none of input_ids, attention_mask, "
+                            "position_ids or past KV; graft cannot feed it", path, vi.name);
+        }
+    }
+    json_t *eos = json_object_get(model, "eos_token_id");
+    size_t n = json_is_array(eos) ? json_array_size(eos) : json_is_integer(eos) ? 1 : 0;
+    g->eos = calloc(n + 1, sizeof *g->eos);
+    if (!g->eos) return gerr(err, GRAFT_ENOMEM, "out of memory");
+    if (json_is_integer(eos)) g->eos[g->n_eos++] = json_integer_value(eos);
+    for (size_t i = 0; json_is_array(eos) && i < n; i++)
+        if (json_is_integer(json_array_get(eos, i))) g->eos[g->n_eos++] = json_integer_value(json_array_get(eos, i));
+    return GRAFT_OK;
+}
+
+static void put_int(void *buf, int dtype, size_t i, int64_t v)
+{
+    if (dtype == GRAFT_DTYPE_INT32) ((int32_t *)buf)[i] = (int32_t)v;
+    else ((int64_t *)buf)[i] = v;
+}
+
+static graft_status set_int_input(graft_generator *g, const char *name, int dtype, void *buf, int64_t s,
+                                  int64_t t, graft_error *err)
+{
+    graft_array a = {0};
+    a.dtype = dtype;
+    a.rank = 2;
+    a.dims[0] = s;
+    a.dims[1] = t;
+    a.data = buf;
+    a.nbytes = (size_t)(s * t) * (dtype == GRAFT_DTYPE_INT32 ? 4 : 8);
+    return graft_session_set_input(g->s, name, &a, err);
+}
+
+/* Runs the session on `n` new tokens at position g->len, with the cache. */
+static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, graft_error *err)
+{
+    graft_status rc;
+    int64_t total = (int64_t)(g->len + n);
+    if (total > g->max_ctx)
+        return gerr(err, GRAFT_EINVAL, "sequence of %lld tokens is longer than the context of %d tokens",
+                    (long long)total, g->max_ctx);
+    for (size_t i = 0; i < n; i++) {
+        put_int(g->ids_buf, g->ids_dtype, i, ids[i]);
+        if (g->have_pos) put_int(g->pos_buf, g->pos_dtype, i, (int64_t)(g->len + i));
+    }
+    if ((rc = set_int_input(g, g->ids_name, g->ids_dtype, g->ids_buf, 1, (int64_t)n, err)) != GRAFT_OK) return rc;
+    if ((rc = set_int_input(g, g->mask_name, g->mask_dtype, g->mask_buf, 1, total, err)) != GRAFT_OK) return rc;
+    if (g->have_pos && (rc = set_int_input(g, g->pos_name, g->pos_dtype, g->pos_buf, 1, (int64_t)n, err)) != GRAFT_OK)
+        return rc;
+    static uint8_t empty[64];
+    for (size_t l = 0; l < g->n_kv; l++) {
+        kv_pair *p = &g->kv[l];
+        for (int k = 0; k < 2; k++) {
+            graft_array a = {0};
+            a.dtype = p->dtype;
+            a.rank = 4;
+            a.dims[0] = 1;
+            a.dims[1] = p->heads[k];
+            a.dims[2] = p->len;
+            a.dims[3] = p->dim[k];
+            a.nbytes = (size_t)(p->heads[k] * p->len * p->dim[k]) * rt_dtype_size(p->dtype);
+            a.data = p->len ? p->buf[k] : empty;
+            if ((rc = graft_session_set_input(g->s, p->past[k], &a, err)) != GRAFT_OK) return rc;
+        }
+    }
+    if ((rc = graft_session_run(g->s, err)) != GRAFT_OK) return rc;
+    /* present -> next past: swap buffers, no copies */
+    for (size_t l = 0; l < g->n_kv; l++) {
+        kv_pair *p = &g->kv[l];
+        for (int k = 0; k < 2; k++) {
+            graft_array a;
+            if (!graft_session_output(g->s, p->present[k], &a) || a.rank != 4 || a.dims[2] != total ||
+                a.dims[1] != p->heads[k] || a.dims[3] != p->dim[k] || a.dtype != p->dtype)
+                return gerr(err, GRAFT_EINVAL, "%s: output '%s' is not [1, %lld, %lld, %lld] %s after the step",
+                            graft_model_path(g->m), p->present[k], (long long)p->heads[k], (long long)total,
+                            (long long)p->dim[k], graft_dtype_name(p->dtype));
+            if (!graft_session_swap_output(g->s, p->present[k], &p->buf[k], &p->cap[k])) {
+                /* a borrowed output: copy into our buffer (sized at planning) */
+                if (p->cap[k] < a.nbytes)
+                    return gerr(err, GRAFT_EINVAL, "%s: present '%s' outgrew its plan", graft_model_path(g->m),
+                                p->present[k]);
+                memcpy(p->buf[k], a.data, a.nbytes);
+            }
+        }
+        p->len = total;
+    }
+    g->len = (size_t)total;
+    graft_array lg;
+    if (!graft_session_output(g->s, g->logits_name, &lg) || lg.rank < 2)
+        return gerr(err, GRAFT_EINVAL, "%s: no logits after the step", graft_model_path(g->m));
+    size_t vocab = (size_t)lg.dims[lg.rank - 1];
+    size_t rows = vocab ? (size_t)(rt_numel(lg.rank, lg.dims) / vocab) : 0;
+    if (!vocab || !rows || (g->vocab && vocab != g->vocab))
+        return gerr(err, GRAFT_EINVAL, "%s: logits of unexpected shape", graft_model_path(g->m));
+    if (!g->logits) {
+        g->vocab = vocab;
+        g->logits = malloc(vocab * sizeof *g->logits);
+        g->order = malloc(vocab * sizeof *g->order);
+        g->probs = malloc(vocab * sizeof *g->probs);
+        if (!g->logits || !g->order || !g->probs) return gerr(err, GRAFT_ENOMEM, "out of memory");
+    }
+    size_t off = (rows - 1) * vocab;
+    for (size_t i = 0; i < vocab; i++) {
+        switch (lg.dtype) {
+        case GRAFT_DTYPE_FLOAT: g->logits[i] = ((const float *)lg.data)[off + i]; break;
+        case GRAFT_DTYPE_FLOAT16: g->logits[i] = rt_f16_to_f32(((const uint16_t *)lg.data)[off + i]); break;
+        case GRAFT_DTYPE_BFLOAT16: g->logits[i] = rt_bf16_to_f32(((const uint16_t *)lg.data)[off + i]); break;
+        default: return gerr(err, GRAFT_EUNSUPPORTED, "logits of type %s", graft_dtype_name(lg.dtype));
+        }
+    }
+    return GRAFT_OK;
+}
+
+/* Sizes every buffer for the largest decode step: one step with the cache
+ * full to max_context - 1 positions. */
+static graft_status plan(graft_generator *g, graft_error *err)
+{
+    size_t cap = (size_t)g->max_ctx;
+    g->prompt_cap = cap;
+    g->ids_buf = calloc(cap, 8);
+    g->mask_buf = malloc(cap * 8);
+    g->pos_buf = calloc(cap, 8);
+    if (!g->ids_buf || !g->mask_buf || !g->pos_buf) return gerr(err, GRAFT_ENOMEM, "out of memory");
+    for (size_t i = 0; i < cap; i++) put_int(g->mask_buf, g->mask_dtype, i, 1);
+    for (size_t l = 0; l < g->n_kv; l++) {
+        kv_pair *p = &g->kv[l];
+        for (int k = 0; k < 2; k++) {
+            size_t bytes = (size_t)(p->heads[k] * (int64_t)cap * p->dim[k]) * rt_dtype_size(p->dtype);
+            p->cap[k] = (bytes + 63) / 64 * 64;
+            p->buf[k] = aligned_alloc(64, p->cap[k]);
+            if (!p->buf[k]) return gerr(err, GRAFT_ENOMEM, "out of memory for the KV cache (%zu bytes)", bytes);
+            memset(p->buf[k], 0, p->cap[k]);
+            graft_status rc = graft_session_reserve_output(g->s, p->present[k], bytes, err);
+            if (rc != GRAFT_OK) return rc;
+            p->len = g->max_ctx - 1;
+        }
+    }
+    g->len = (size_t)g->max_ctx - 1;
+    int64_t tok = 0;
+    graft_status rc = run_step(g, &tok, 1, err);
+    for (size_t l = 0; l < g->n_kv; l++) g->kv[l].len = 0;
+    g->len = 0;
+    return rc;
+}
+
+graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, graft_generator **out,
+                                  graft_error *err)
+{
+    *out = NULL;
+    double t0 = now();
+    graft_status rc = GRAFT_OK;
+    json_t *cfg = NULL;
+    graft_generator *g = calloc(1, sizeof *g);
+    if (!g) return gerr(err, GRAFT_ENOMEM, "out of memory");
+    if (opts) g->o = *opts;
+    g->rng = g->o.seed ? g->o.seed : 0x9e3779b97f4a7c15ULL;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        rc = gerr(err, GRAFT_EINVAL, "%s: no such export", path);
+        goto fail;
+    }
+    const char *model_file = "model.onnx";
+    if (S_ISDIR(st.st_mode)) {
+        g->dir = strdup(path);
+        char cfgp[4096];
+        snprintf(cfgp, sizeof cfgp, "%s/genai_config.json", path);
+        if (stat(cfgp, &st) == 0) {
+            json_error_t je;
+            cfg = json_load_file(cfgp, 0, &je);
+            if (!cfg) {
+                rc = gerr(err, GRAFT_EINVAL, "%s: invalid JSON at line %d, column %d: %s", cfgp, je.line, je.column,
+                          je.text);
+                goto fail;
+            }
+            const char *fn = json_string_value(json_object_get(json_object_get(json_object_get(cfg, "model"),
+                                                                               "decoder"), "filename"));
+            if (fn) model_file = fn;
+            if (json_object_get(json_object_get(cfg, "model"), "embedding")) {
+                rc = gerr(err, GRAFT_EINVAL, "%s: a multi-graph pipeline; compose it first (graft compose)", path);
+                goto fail;
+            }
+        }
+        size_t n = strlen(path) + strlen(model_file) + 2;
+        g->model_path = malloc(n);
+        if (g->model_path) snprintf(g->model_path, n, "%s/%s", path, model_file);
+    } else {
+        g->model_path = strdup(path);
+        const char *sl = strrchr(path, '/');
+        g->dir = sl ? strndup(path, (size_t)(sl - path)) : strdup(".");
+    }
+    if (!g->dir || !g->model_path) {
+        rc = gerr(err, GRAFT_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = graft_model_load(g->model_path, NULL, &g->m, err)) != GRAFT_OK) goto fail;
+    if ((rc = graft_session_new(g->m, &g->s, err)) != GRAFT_OK) goto fail;
+    if ((rc = setup_names(g, cfg, err)) != GRAFT_OK) goto fail;
+    json_int_t ctx = json_integer_value(json_object_get(json_object_get(cfg, "model"), "context_length"));
+    g->max_ctx = g->o.max_context > 0 ? g->o.max_context : ctx > 0 && ctx < 4096 ? (int)ctx : 4096;
+    g->t.load_s = now() - t0;
+    t0 = now();
+    /* A config's context_length can exceed what the graph holds (a rotary
+     * cache of fewer positions, say): without an explicit max_context,
+     * halve until a full-cache step runs. */
+    while ((rc = plan(g, err)) != GRAFT_OK) {
+        if (rc != GRAFT_EINVAL || g->o.max_context > 0 || g->max_ctx <= 16) goto fail;
+        free(g->ids_buf);
+        free(g->mask_buf);
+        free(g->pos_buf);
+        g->ids_buf = g->mask_buf = g->pos_buf = NULL;
+        for (size_t l = 0; l < g->n_kv; l++) {
+            free(g->kv[l].buf[0]);
+            free(g->kv[l].buf[1]);
+            g->kv[l].buf[0] = g->kv[l].buf[1] = NULL;
+            g->kv[l].cap[0] = g->kv[l].cap[1] = 0;
+            g->kv[l].len = 0;
+        }
+        g->len = 0;
+        g->max_ctx /= 2;
+    }
+    g->t.plan_s = now() - t0;
+    json_decref(cfg);
+    *out = g;
+    return GRAFT_OK;
+fail:
+    json_decref(cfg);
+    graft_generator_free(g);
+    return rc;
+}
+
+void graft_generator_free(graft_generator *g)
+{
+    if (!g) return;
+    for (size_t l = 0; l < g->n_kv; l++) {
+        free(g->kv[l].buf[0]);
+        free(g->kv[l].buf[1]);
+    }
+    free(g->kv);
+    free(g->eos);
+    free(g->ids_buf);
+    free(g->mask_buf);
+    free(g->pos_buf);
+    free(g->logits);
+    free(g->order);
+    free(g->probs);
+    graft_session_free(g->s);
+    graft_model_free(g->m);
+    free(g->dir);
+    free(g->model_path);
+    free(g);
+}
+
+graft_status graft_generator_prefill(graft_generator *g, const int64_t *ids, size_t n, graft_error *err)
+{
+    if (n == 0) return gerr(err, GRAFT_EINVAL, "empty prompt");
+    if (n > (size_t)g->max_ctx)
+        return gerr(err, GRAFT_EINVAL, "prompt of %zu tokens is longer than the context of %d tokens", n, g->max_ctx);
+    for (size_t l = 0; l < g->n_kv; l++) g->kv[l].len = 0;
+    g->len = 0;
+    double t0 = now();
+    graft_status rc = run_step(g, ids, n, err);
+    g->t.prefill_s += now() - t0;
+    g->t.prefill_tokens += n;
+    return rc;
+}
+
+graft_status graft_generator_step(graft_generator *g, int64_t id, graft_error *err)
+{
+    double t0 = now();
+    graft_status rc = run_step(g, &id, 1, err);
+    g->t.decode_s += now() - t0;
+    g->t.decode_tokens++;
+    return rc;
+}
+
+const float *graft_generator_logits(const graft_generator *g, size_t *vocab)
+{
+    if (vocab) *vocab = g->vocab;
+    return g->logits;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s; /* xorshift64* */
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static int cmp_desc(const void *a, const void *b, void *ctx)
+{
+    const float *p = ctx;
+    float x = p[*(const int *)a], y = p[*(const int *)b];
+    if (x != y) return x > y ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+int64_t graft_generator_pick(graft_generator *g)
+{
+    const float *lg = g->logits;
+    size_t v = g->vocab, best = 0;
+    for (size_t i = 1; i < v; i++)
+        if (lg[i] > lg[best]) best = i;
+    if (g->o.temperature <= 0) return (int64_t)best;
+    /* softmax at temperature, then top-k and top-p over the sorted order */
+    float mx = lg[best];
+    for (size_t i = 0; i < v; i++) {
+        g->probs[i] = expf((lg[i] - mx) / g->o.temperature);
+        g->order[i] = (int)i;
+    }
+    qsort_r(g->order, v, sizeof *g->order, cmp_desc, g->probs);
+    size_t keep = g->o.top_k > 0 && (size_t)g->o.top_k < v ? (size_t)g->o.top_k : v;
+    double total = 0;
+    for (size_t i = 0; i < keep; i++) total += g->probs[g->order[i]];
+    if (g->o.top_p > 0 && g->o.top_p < 1) {
+        double acc = 0;
+        for (size_t i = 0; i < keep; i++) {
+            acc += g->probs[g->order[i]] / total;
+            if (acc >= g->o.top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        total = 0;
+        for (size_t i = 0; i < keep; i++) total += g->probs[g->order[i]];
+    }
+    double r = (double)(rng_next(&g->rng) >> 11) / 9007199254740992.0 * total, acc = 0;
+    for (size_t i = 0; i < keep; i++) {
+        acc += g->probs[g->order[i]];
+        if (r < acc) return g->order[i];
+    }
+    return g->order[keep - 1];
+}
+
+int graft_generator_is_eos(const graft_generator *g, int64_t id)
+{
+    for (size_t i = 0; i < g->n_eos; i++)
+        if (g->eos[i] == id) return 1;
+    return 0;
+}
+
+size_t graft_generator_length(const graft_generator *g) { return g->len; }
+int graft_generator_max_context(const graft_generator *g) { return g->max_ctx; }
+const graft_gen_timings *graft_generator_timings(const graft_generator *g) { return &g->t; }
+const char *graft_generator_dir(const graft_generator *g) { return g->dir; }
