@@ -75,6 +75,8 @@ bool tok_uni_is_cjk(uint32_t cp);
 /* ------------------------------------------------------------ hash maps */
 
 uint64_t tok_hash(const void *s, size_t n);
+/* (uint32_t)tok_hash of the concatenation a + b. */
+uint32_t tok_hash2(const char *a, size_t an, const char *b, size_t bn);
 
 /* String → int32 map. Keys are borrowed (must outlive the map). */
 typedef struct tok_smap_ent {
@@ -98,6 +100,7 @@ typedef struct tok_umap {
     size_t cap, n;
 } tok_umap;
 bool tok_umap_put(tok_umap *m, uint64_t key, uint64_t val);
+bool tok_umap_reserve(tok_umap *m, size_t n); /* room for n entries without rehashing */
 bool tok_umap_get(const tok_umap *m, uint64_t key, uint64_t *val);
 void tok_umap_free(tok_umap *m);
 
@@ -230,13 +233,20 @@ typedef enum tok_model_type {
     TOK_MODEL_UNIGRAM,
 } tok_model_type;
 
+typedef struct tok_vent {
+    uint32_t hash, id1, off, len; /* id + 1; the token is pool[off .. off+len) */
+} tok_vent;
+
 typedef struct tok_model {
     tok_model_type type;
     /* vocabulary: id → string (owned, NUL-terminated) */
-    char **tokens;
+    char **tokens;        /* point into pool */
     uint32_t *token_len;
+    size_t *token_off;    /* offsets into pool while loading */
+    tok_buf pool;
     size_t nvocab; /* ids 0..nvocab-1 (holes are NULL) */
-    tok_smap vocab;
+    struct tok_vent *vmap; /* open addressing; id1 == 0: empty */
+    size_t vmap_cap;
     int32_t unk_id; /* -1: none */
     char *unk_token;
     /* BPE */
@@ -381,6 +391,14 @@ bool tok_pretokenize(graft_tokenizer *tok, const tok_pre *pre, tok_pieces *in, t
 void tok_pieces_reset(tok_pieces *p);
 bool tok_pieces_push(tok_pieces *p, const char *s, size_t n, bool first);
 void tok_pieces_free(tok_pieces *p);
+
+/* Model vocabulary lookup: id of the token spelled s (n bytes), or -1. */
+int32_t tok_vocab_get(const tok_model *m, const char *s, size_t n);
+/* Same for the concatenation s + s2, given its hash (tok_hash2). */
+int32_t tok_vocab_get_h(const tok_model *m, const char *s, size_t n, const char *s2, size_t n2,
+                        uint32_t h);
+/* Builds the vocabulary map from tokens[] (later ids win on duplicates). */
+bool tok_vocab_build(tok_model *m);
 
 /* Model: appends ids of one piece to out. */
 graft_status tok_model_encode(graft_tokenizer *tok, const char *s, size_t n, graft_ids *out,

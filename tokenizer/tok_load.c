@@ -1,4 +1,4 @@
-/* tokenizer/tok_load.c — tokenizer.json → component trees (jansson).
+/* tokenizer/tok_load.c — tokenizer.json → component trees (tok_json.c).
  *
  * Messages name the file and, for syntax errors, line and column; for
  * semantic errors the JSON path of the component ("pre_tokenizer.
@@ -6,9 +6,9 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include <jansson.h>
 
 #include "tokenizer/tok_internal.h"
+#include "tokenizer/tok_json.h"
 
 extern const char tok_gpt2_regex[];
 
@@ -40,63 +40,63 @@ static bool oom(ld *L)
     return false;
 }
 
-static const char *json_kind(const json_t *j)
+static const char *json_kind(const tj_val *j)
 {
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
+    switch ((tj_type)j->type) {
+    case TJ_OBJECT: return "an object";
+    case TJ_ARRAY: return "an array";
+    case TJ_STRING: return "a string";
+    case TJ_INT:
+    case TJ_REAL: return "a number";
+    case TJ_TRUE:
+    case TJ_FALSE: return "a boolean";
     default: return "null";
     }
 }
 
 /* Optional boolean: absent or null → def. */
-static bool get_bool(ld *L, const json_t *o, const char *key, const char *path, bool def, bool *out)
+static bool get_bool(ld *L, const tj_val *o, const char *key, const char *path, bool def, bool *out)
 {
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) {
+    tj_val *v = tj_get(o, key);
+    if (!v || tj_is_null(v)) {
         *out = def;
         return true;
     }
-    if (!json_is_boolean(v))
+    if (!tj_is_boolean(v))
         return fail(L, GRAFT_EINVAL, path, "\"%s\" must be a boolean, not %s", key, json_kind(v));
-    *out = json_is_true(v);
+    *out = tj_is_true(v);
     return true;
 }
 
 /* Optional string: absent or null → *s = NULL unless required. */
-static bool get_str(ld *L, const json_t *o, const char *key, const char *path, bool required,
+static bool get_str(ld *L, const tj_val *o, const char *key, const char *path, bool required,
                     const char **s, size_t *n)
 {
-    json_t *v = json_object_get(o, key);
+    tj_val *v = tj_get(o, key);
     *s = NULL;
     *n = 0;
-    if (!v || json_is_null(v)) {
+    if (!v || tj_is_null(v)) {
         if (required) return fail(L, GRAFT_EINVAL, path, "missing string \"%s\"", key);
         return true;
     }
-    if (!json_is_string(v))
+    if (!tj_is_string(v))
         return fail(L, GRAFT_EINVAL, path, "\"%s\" must be a string, not %s", key, json_kind(v));
-    *s = json_string_value(v);
-    *n = json_string_length(v);
+    *s = tj_str(v);
+    *n = tj_len(v);
     return true;
 }
 
-static bool get_int(ld *L, const json_t *o, const char *key, const char *path, long long def,
+static bool get_int(ld *L, const tj_val *o, const char *key, const char *path, long long def,
                     long long lo, long long hi, long long *out)
 {
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) {
+    tj_val *v = tj_get(o, key);
+    if (!v || tj_is_null(v)) {
         *out = def;
         return true;
     }
-    if (!json_is_integer(v))
+    if (!tj_is_integer(v))
         return fail(L, GRAFT_EINVAL, path, "\"%s\" must be an integer, not %s", key, json_kind(v));
-    *out = json_integer_value(v);
+    *out = tj_int(v);
     if (*out < lo || *out > hi)
         return fail(L, GRAFT_EINVAL, path, "\"%s\" = %lld is out of range [%lld, %lld]", key, *out,
                     lo, hi);
@@ -104,7 +104,7 @@ static bool get_int(ld *L, const json_t *o, const char *key, const char *path, l
 }
 
 /* A string holding exactly one char. */
-static bool get_char(ld *L, const json_t *o, const char *key, const char *path, uint32_t def,
+static bool get_char(ld *L, const tj_val *o, const char *key, const char *path, uint32_t def,
                      uint32_t *out)
 {
     const char *s;
@@ -120,36 +120,36 @@ static bool get_char(ld *L, const json_t *o, const char *key, const char *path, 
     return true;
 }
 
-static const char *get_type(ld *L, const json_t *o, const char *path, const char *what)
+static const char *get_type(ld *L, const tj_val *o, const char *path, const char *what)
 {
-    json_t *t;
-    if (!json_is_object(o)) {
+    tj_val *t;
+    if (!tj_is_object(o)) {
         fail(L, GRAFT_EINVAL, path, "%s must be an object or null, not %s", what, json_kind(o));
         return NULL;
     }
-    t = json_object_get(o, "type");
-    if (!t || !json_is_string(t)) {
+    t = tj_get(o, "type");
+    if (!t || !tj_is_string(t)) {
         fail(L, GRAFT_EINVAL, path, "%s has no string \"type\"", what);
         return NULL;
     }
-    return json_string_value(t);
+    return tj_str(t);
 }
 
 /* Pattern {"String": s} or {"Regex": r}. Strings are escaped into a regex,
  * as HF does. */
-static bool get_pattern(ld *L, const json_t *o, const char *path, tok_pattern *p)
+static bool get_pattern(ld *L, const tj_val *o, const char *path, tok_pattern *p)
 {
-    json_t *pat = json_object_get(o, "pattern"), *v;
+    tj_val *pat = tj_get(o, "pattern"), *v;
     char where[300];
     graft_status st;
     snprintf(where, sizeof where, "%s: %s.pattern", L->tok->name, path);
-    if (!pat || !json_is_object(pat))
+    if (!pat || !tj_is_object(pat))
         return fail(L, GRAFT_EINVAL, path, "missing \"pattern\" object ({\"String\": ...} or {\"Regex\": ...})");
-    if ((v = json_object_get(pat, "Regex")) && json_is_string(v)) {
-        st = tok_regex_init(&p->re, json_string_value(v), json_string_length(v), where, L->err);
-    } else if ((v = json_object_get(pat, "String")) && json_is_string(v)) {
-        const char *s = json_string_value(v);
-        size_t n = json_string_length(v);
+    if ((v = tj_get(pat, "Regex")) && tj_is_string(v)) {
+        st = tok_regex_init(&p->re, tj_str(v), tj_len(v), where, L->err);
+    } else if ((v = tj_get(pat, "String")) && tj_is_string(v)) {
+        const char *s = tj_str(v);
+        size_t n = tj_len(v);
         tok_buf b = {0};
         for (size_t i = 0; i < n; i++) {
             unsigned char c = (unsigned char)s[i];
@@ -181,7 +181,7 @@ static bool get_pattern(ld *L, const json_t *o, const char *path, tok_pattern *p
     return true;
 }
 
-static bool get_scheme(ld *L, const json_t *o, const char *path, tok_prepend_scheme *out)
+static bool get_scheme(ld *L, const tj_val *o, const char *path, tok_prepend_scheme *out)
 {
     const char *s;
     size_t n;
@@ -200,7 +200,7 @@ static bool get_scheme(ld *L, const json_t *o, const char *path, tok_prepend_sch
     return true;
 }
 
-static bool get_behavior(ld *L, const json_t *o, const char *path, tok_split_behavior def,
+static bool get_behavior(ld *L, const tj_val *o, const char *path, tok_split_behavior def,
                          tok_split_behavior *out)
 {
     const char *s;
@@ -223,10 +223,10 @@ static bool get_behavior(ld *L, const json_t *o, const char *path, tok_split_beh
 }
 
 /* Children array of a Sequence. */
-static json_t *get_array(ld *L, const json_t *o, const char *key, const char *path)
+static tj_val *get_array(ld *L, const tj_val *o, const char *key, const char *path)
 {
-    json_t *a = json_object_get(o, key);
-    if (!a || !json_is_array(a)) {
+    tj_val *a = tj_get(o, key);
+    if (!a || !tj_is_array(a)) {
         fail(L, GRAFT_EINVAL, path, "missing array \"%s\"", key);
         return NULL;
     }
@@ -235,7 +235,7 @@ static json_t *get_array(ld *L, const json_t *o, const char *key, const char *pa
 
 /* ------------------------------------------------------------ normalizers */
 
-static tok_norm *load_norm(ld *L, const json_t *o, const char *path, int depth)
+static tok_norm *load_norm(ld *L, const tj_val *o, const char *path, int depth)
 {
     const char *t = get_type(L, o, path, "normalizer");
     tok_norm *nm;
@@ -252,15 +252,15 @@ static tok_norm *load_norm(ld *L, const json_t *o, const char *path, int depth)
         return NULL;
     }
     if (strcmp(t, "Sequence") == 0) {
-        json_t *a = get_array(L, o, "normalizers", path);
+        tj_val *a = get_array(L, o, "normalizers", path);
         if (!a) goto fail;
         nm->type = TOK_NORM_SEQUENCE;
-        nm->subs = calloc(json_array_size(a) + 1, sizeof *nm->subs);
+        nm->subs = calloc(tj_size(a) + 1, sizeof *nm->subs);
         if (!nm->subs) goto nomem;
-        for (size_t i = 0; i < json_array_size(a); i++) {
+        for (size_t i = 0; i < tj_size(a); i++) {
             char sub[256];
             snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);
-            nm->subs[i] = load_norm(L, json_array_get(a, i), sub, depth + 1);
+            nm->subs[i] = load_norm(L, tj_at(a, i), sub, depth + 1);
             if (!nm->subs[i]) goto fail;
             nm->nsubs++;
         }
@@ -290,17 +290,17 @@ static tok_norm *load_norm(ld *L, const json_t *o, const char *path, int depth)
             !get_bool(L, o, "strip_right", path, true, &nm->right))
             goto fail;
     } else if (strcmp(t, "BertNormalizer") == 0) {
-        json_t *sa = json_object_get(o, "strip_accents");
+        tj_val *sa = tj_get(o, "strip_accents");
         nm->type = TOK_NORM_BERT;
         if (!get_bool(L, o, "clean_text", path, true, &nm->clean_text) ||
             !get_bool(L, o, "handle_chinese_chars", path, true, &nm->chinese_chars) ||
             !get_bool(L, o, "lowercase", path, true, &nm->lowercase))
             goto fail;
-        if (!sa || json_is_null(sa)) nm->strip_accents = nm->lowercase;
+        if (!sa || tj_is_null(sa)) nm->strip_accents = nm->lowercase;
         else if (!get_bool(L, o, "strip_accents", path, false, &nm->strip_accents)) goto fail;
     } else if (strcmp(t, "Precompiled") == 0) {
-        json_t *cm = json_object_get(o, "precompiled_charsmap");
-        if (cm && !json_is_null(cm) && !(json_is_string(cm) && json_string_length(cm) == 0)) {
+        tj_val *cm = tj_get(o, "precompiled_charsmap");
+        if (cm && !tj_is_null(cm) && !(tj_is_string(cm) && tj_len(cm) == 0)) {
             fail(L, GRAFT_EUNSUPPORTED, path,
                  "normalizer type \"Precompiled\" with a SentencePiece charsmap is not supported");
             goto fail;
@@ -323,7 +323,7 @@ fail:
 
 /* ------------------------------------------------------------ pre-tokenizers */
 
-static tok_pre *load_pre(ld *L, const json_t *o, const char *path, int depth)
+static tok_pre *load_pre(ld *L, const tj_val *o, const char *path, int depth)
 {
     const char *t = get_type(L, o, path, "pre-tokenizer");
     tok_pre *p;
@@ -340,15 +340,15 @@ static tok_pre *load_pre(ld *L, const json_t *o, const char *path, int depth)
     }
     snprintf(where, sizeof where, "%s: %s", L->tok->name, path);
     if (strcmp(t, "Sequence") == 0) {
-        json_t *a = get_array(L, o, "pretokenizers", path);
+        tj_val *a = get_array(L, o, "pretokenizers", path);
         if (!a) goto fail;
         p->type = TOK_PRE_SEQUENCE;
-        p->subs = calloc(json_array_size(a) + 1, sizeof *p->subs);
+        p->subs = calloc(tj_size(a) + 1, sizeof *p->subs);
         if (!p->subs) goto nomem;
-        for (size_t i = 0; i < json_array_size(a); i++) {
+        for (size_t i = 0; i < tj_size(a); i++) {
             char sub[256];
             snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", path, i);
-            p->subs[i] = load_pre(L, json_array_get(a, i), sub, depth + 1);
+            p->subs[i] = load_pre(L, tj_at(a, i), sub, depth + 1);
             if (!p->subs[i]) goto fail;
             p->nsubs++;
         }
@@ -408,7 +408,7 @@ fail:
 
 /* ------------------------------------------------------------ decoders */
 
-static tok_dec *load_dec(ld *L, const json_t *o, const char *path, int depth)
+static tok_dec *load_dec(ld *L, const tj_val *o, const char *path, int depth)
 {
     const char *t = get_type(L, o, path, "decoder");
     tok_dec *d;
@@ -426,15 +426,15 @@ static tok_dec *load_dec(ld *L, const json_t *o, const char *path, int depth)
         return NULL;
     }
     if (strcmp(t, "Sequence") == 0) {
-        json_t *a = get_array(L, o, "decoders", path);
+        tj_val *a = get_array(L, o, "decoders", path);
         if (!a) goto fail;
         d->type = TOK_DEC_SEQUENCE;
-        d->subs = calloc(json_array_size(a) + 1, sizeof *d->subs);
+        d->subs = calloc(tj_size(a) + 1, sizeof *d->subs);
         if (!d->subs) goto nomem;
-        for (size_t i = 0; i < json_array_size(a); i++) {
+        for (size_t i = 0; i < tj_size(a); i++) {
             char sub[256];
             snprintf(sub, sizeof sub, "%s.decoders[%zu]", path, i);
-            d->subs[i] = load_dec(L, json_array_get(a, i), sub, depth + 1);
+            d->subs[i] = load_dec(L, tj_at(a, i), sub, depth + 1);
             if (!d->subs[i]) goto fail;
             d->nsubs++;
         }
@@ -495,43 +495,48 @@ fail:
 
 static int32_t model_id(const tok_model *m, const char *s, size_t n)
 {
-    return tok_smap_get(&m->vocab, s, n);
+    return tok_vocab_get(m, s, n);
 }
 
+/* Records token `id` = s (n bytes) in the pool; pointers are fixed up by
+ * vocab_finish (the pool moves while growing). */
 static bool vocab_set(ld *L, tok_model *m, const char *s, size_t n, long long id, const char *path)
 {
     if (id < 0 || id >= TOK_MAX_VOCAB)
         return fail(L, GRAFT_EINVAL, path, "token id %lld out of range", id);
+    if (n > UINT32_MAX / 2 || m->pool.len > UINT32_MAX / 2)
+        return fail(L, GRAFT_EINVAL, path, "vocabulary too large");
     if ((size_t)id >= m->nvocab) {
-        size_t cap = m->nvocab, need = (size_t)id + 1;
-        /* tokens and token_len grow together */
-        size_t c1 = cap, c2 = cap;
+        size_t c1 = m->nvocab, c2 = m->nvocab, c3 = m->nvocab, need = (size_t)id + 1;
         if (!tok_grow((void **)&m->tokens, &c1, need, sizeof *m->tokens) ||
-            !tok_grow((void **)&m->token_len, &c2, c1, sizeof *m->token_len))
+            !tok_grow((void **)&m->token_len, &c2, c1, sizeof *m->token_len) ||
+            !tok_grow((void **)&m->token_off, &c3, c1, sizeof *m->token_off))
             return oom(L);
-        (void)c2;
         for (size_t i = m->nvocab; i < c1; i++) {
             m->tokens[i] = NULL;
             m->token_len[i] = 0;
+            m->token_off[i] = SIZE_MAX;
         }
         m->nvocab = c1; /* trimmed at the end */
     }
-    free(m->tokens[id]);
-    m->tokens[id] = tok_strndup(s, n);
-    if (!m->tokens[id]) return oom(L);
+    m->token_off[id] = m->pool.len;
     m->token_len[id] = (uint32_t)n;
+    if (!tok_buf_add(&m->pool, s, n) || !tok_buf_addc(&m->pool, 0)) return oom(L);
     return true;
 }
 
 static bool vocab_finish(ld *L, tok_model *m)
 {
     size_t top = 0;
-    for (size_t i = 0; i < m->nvocab; i++)
+    if (!m->pool.p && !tok_buf_reserve(&m->pool, 0)) return oom(L);
+    for (size_t i = 0; i < m->nvocab; i++) {
+        m->tokens[i] = m->token_off[i] == SIZE_MAX ? NULL : m->pool.p + m->token_off[i];
         if (m->tokens[i]) top = i + 1;
+    }
     m->nvocab = top;
-    for (size_t i = 0; i < m->nvocab; i++)
-        if (m->tokens[i] && !tok_smap_put(&m->vocab, m->tokens[i], m->token_len[i], (int32_t)i))
-            return oom(L);
+    free(m->token_off);
+    m->token_off = NULL;
+    if (!tok_vocab_build(m)) return oom(L);
     for (int b = 0; b < 256; b++) {
         char nm[8];
         snprintf(nm, sizeof nm, "<0x%02X>", b);
@@ -540,29 +545,32 @@ static bool vocab_finish(ld *L, tok_model *m)
     return true;
 }
 
-static bool load_vocab_obj(ld *L, tok_model *m, const json_t *v, const char *path)
+static bool load_vocab_obj(ld *L, tok_model *m, const tj_val *v, const char *path)
 {
-    void *it;
-    if (!v || !json_is_object(v)) return fail(L, GRAFT_EINVAL, path, "\"vocab\" must be an object");
-    for (it = json_object_iter((json_t *)v); it; it = json_object_iter_next((json_t *)v, it)) {
-        const char *k = json_object_iter_key(it);
-        size_t kl = json_object_iter_key_len(it);
-        json_t *id = json_object_iter_value(it);
-        if (!json_is_integer(id))
-            return fail(L, GRAFT_EINVAL, path, "vocab entry \"%.64s\" must map to an integer id", k);
-        if (!vocab_set(L, m, k, kl, json_integer_value(id), path)) return false;
+    if (!v || !tj_is_object(v)) return fail(L, GRAFT_EINVAL, path, "\"vocab\" must be an object");
+    for (size_t i = 0; i < v->n; i++) {
+        const tj_val *key = &v->u.items[2 * i], *id = &v->u.items[2 * i + 1];
+        if (!tj_is_integer(id))
+            return fail(L, GRAFT_EINVAL, path, "vocab entry \"%.64s\" must map to an integer id",
+                        key->u.s);
+        if (!vocab_set(L, m, key->u.s, key->n, tj_int(id), path)) return false;
     }
     return vocab_finish(L, m);
 }
 
-static bool load_bpe(ld *L, tok_model *m, const json_t *o, const char *path)
+typedef struct mg {
+    const char *a, *b;
+    uint32_t al, bl, skip, ha, hb, hn;
+} mg;
+
+static bool load_bpe(ld *L, tok_model *m, const tj_val *o, const char *path)
 {
     const char *s;
     size_t n;
-    json_t *merges;
+    tj_val *merges;
     bool b;
     m->type = TOK_MODEL_BPE;
-    if (!load_vocab_obj(L, m, json_object_get(o, "vocab"), path)) return false;
+    if (!load_vocab_obj(L, m, tj_get(o, "vocab"), path)) return false;
     if (!get_str(L, o, "unk_token", path, false, &s, &n)) return false;
     if (s) {
         if (!(m->unk_token = tok_strndup(s, n))) return oom(L);
@@ -582,79 +590,100 @@ static bool load_bpe(ld *L, tok_model *m, const json_t *o, const char *path)
         !get_bool(L, o, "byte_fallback", path, false, &m->byte_fallback) ||
         !get_bool(L, o, "ignore_merges", path, false, &m->ignore_merges))
         return false;
-    json_t *drop = json_object_get(o, "dropout");
-    if (drop && !json_is_null(drop) && !json_is_number(drop))
+    tj_val *drop = tj_get(o, "dropout");
+    if (drop && !tj_is_null(drop) && !tj_is_number(drop))
         return fail(L, GRAFT_EINVAL, path, "\"dropout\" must be a number or null");
     (void)b;
-    merges = json_object_get(o, "merges");
-    if (!merges || json_is_null(merges)) return true;
-    if (!json_is_array(merges)) return fail(L, GRAFT_EINVAL, path, "\"merges\" must be an array");
-    tok_buf nb = {0};
-    for (size_t i = 0; i < json_array_size(merges); i++) {
-        json_t *e = json_array_get(merges, i);
-        const char *a, *c;
-        size_t al, cl;
-        if (json_is_string(e)) {
-            const char *str = json_string_value(e), *sp = memchr(str, ' ', json_string_length(e));
-            size_t sl = json_string_length(e);
+    merges = tj_get(o, "merges");
+    if (!merges || tj_is_null(merges)) return true;
+    if (!tj_is_array(merges)) return fail(L, GRAFT_EINVAL, path, "\"merges\" must be an array");
+    /* Two passes: split and hash every merge, then look the three tokens
+     * up with the slots prefetched a few merges ahead (the lookups are
+     * random accesses into a table of megabytes). */
+    size_t nm = tj_size(merges);
+    mg *v = calloc(nm + 1, sizeof *v);
+    if (!v) return oom(L);
+    for (size_t i = 0; i < nm; i++) {
+        tj_val *e = tj_at(merges, i);
+        mg *g = &v[i];
+        if (tj_is_string(e)) {
+            const char *str = tj_str(e), *sp = memchr(str, ' ', tj_len(e));
+            size_t sl = tj_len(e);
             if (!sp || memchr(sp + 1, ' ', sl - (size_t)(sp + 1 - str))) {
-                tok_buf_free(&nb);
-                return fail(L, GRAFT_EINVAL, path, "merges[%zu] \"%.64s\" is not two tokens separated by one space", i, str);
+                free(v);
+                return fail(L, GRAFT_EINVAL, path,
+                            "merges[%zu] \"%.64s\" is not two tokens separated by one space", i, str);
             }
-            a = str;
-            al = (size_t)(sp - str);
-            c = sp + 1;
-            cl = sl - al - 1;
-        } else if (json_is_array(e) && json_array_size(e) == 2 &&
-                   json_is_string(json_array_get(e, 0)) && json_is_string(json_array_get(e, 1))) {
-            a = json_string_value(json_array_get(e, 0));
-            al = json_string_length(json_array_get(e, 0));
-            c = json_string_value(json_array_get(e, 1));
-            cl = json_string_length(json_array_get(e, 1));
+            g->a = str;
+            g->al = (uint32_t)(sp - str);
+            g->b = sp + 1;
+            g->bl = (uint32_t)(sl - g->al - 1);
+        } else if (tj_is_array(e) && tj_size(e) == 2 && tj_is_string(tj_at(e, 0)) &&
+                   tj_is_string(tj_at(e, 1))) {
+            g->a = tj_str(tj_at(e, 0));
+            g->al = (uint32_t)tj_len(tj_at(e, 0));
+            g->b = tj_str(tj_at(e, 1));
+            g->bl = (uint32_t)tj_len(tj_at(e, 1));
         } else {
-            tok_buf_free(&nb);
+            free(v);
             return fail(L, GRAFT_EINVAL, path, "merges[%zu] must be \"a b\" or [\"a\", \"b\"]", i);
         }
-        int32_t ia = model_id(m, a, al), ib = model_id(m, c, cl);
+        if (m->cont_prefix && g->bl >= m->cont_prefix_len &&
+            memcmp(g->b, m->cont_prefix, m->cont_prefix_len) == 0)
+            g->skip = (uint32_t)m->cont_prefix_len;
+        g->ha = (uint32_t)tok_hash(g->a, g->al);
+        g->hb = (uint32_t)tok_hash(g->b, g->bl);
+        g->hn = tok_hash2(g->a, g->al, g->b + g->skip, g->bl - g->skip);
+    }
+    size_t mask = m->vmap_cap - 1;
+    if (!tok_umap_reserve(&m->merges, nm)) {
+        free(v);
+        return oom(L);
+    }
+    for (size_t i = 0; i < nm; i++) {
+        if (i + 8 < nm) {
+            __builtin_prefetch(&m->vmap[v[i + 8].ha & mask]);
+            __builtin_prefetch(&m->vmap[v[i + 8].hb & mask]);
+            __builtin_prefetch(&m->vmap[v[i + 8].hn & mask]);
+        }
+        mg *g = &v[i];
+        int32_t ia = tok_vocab_get_h(m, g->a, g->al, NULL, 0, g->ha);
+        int32_t ib = tok_vocab_get_h(m, g->b, g->bl, NULL, 0, g->hb);
         if (ia < 0 || ib < 0) {
-            tok_buf_free(&nb);
-            return fail(L, GRAFT_EINVAL, path, "merges[%zu]: token \"%.*s\" is not in the vocabulary", i,
-                        (int)(ia < 0 ? (al > 64 ? 64 : al) : (cl > 64 ? 64 : cl)), ia < 0 ? a : c);
+            bool bad_a = ia < 0;
+            fail(L, GRAFT_EINVAL, path, "merges[%zu]: token \"%.*s\" is not in the vocabulary", i,
+                 (int)((bad_a ? g->al : g->bl) > 64 ? 64 : (bad_a ? g->al : g->bl)),
+                 bad_a ? g->a : g->b);
+            free(v);
+            return false;
         }
-        nb.len = 0;
-        size_t skip = 0;
-        if (m->cont_prefix && cl >= m->cont_prefix_len &&
-            memcmp(c, m->cont_prefix, m->cont_prefix_len) == 0)
-            skip = m->cont_prefix_len;
-        if (!tok_buf_add(&nb, a, al) || !tok_buf_add(&nb, c + skip, cl - skip)) {
-            tok_buf_free(&nb);
-            return oom(L);
-        }
-        int32_t nid = model_id(m, nb.p, nb.len);
+        int32_t nid = tok_vocab_get_h(m, g->a, g->al, g->b + g->skip, g->bl - g->skip, g->hn);
         if (nid < 0) {
-            fail(L, GRAFT_EINVAL, path, "merges[%zu]: merged token \"%.64s\" is not in the vocabulary", i, nb.p);
-            tok_buf_free(&nb);
+            fail(L, GRAFT_EINVAL, path, "merges[%zu]: merged token \"%.*s%.*s\" is not in the vocabulary",
+                 i, (int)(g->al > 32 ? 32 : g->al), g->a, (int)(g->bl - g->skip > 32 ? 32 : g->bl - g->skip),
+                 g->b + g->skip);
+            free(v);
             return false;
         }
         if (!tok_umap_put(&m->merges, ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib,
                           ((uint64_t)i << 32) | (uint32_t)nid)) {
-            tok_buf_free(&nb);
+            free(v);
             return oom(L);
         }
     }
-    tok_buf_free(&nb);
+    free(v);
     return true;
 }
 
-static bool load_unigram(ld *L, tok_model *m, const json_t *o, const char *path)
+static bool load_unigram(ld *L, tok_model *m, const tj_val *o, const char *path)
 {
-    json_t *voc = json_object_get(o, "vocab");
+    tj_val *voc = tj_get(o, "vocab");
     long long unk;
     size_t nv;
     m->type = TOK_MODEL_UNIGRAM;
     m->fuse_unk = true;
-    if (!voc || !json_is_array(voc)) return fail(L, GRAFT_EINVAL, path, "\"vocab\" must be an array of [piece, score]");
-    nv = json_array_size(voc);
+    if (!voc || !tj_is_array(voc)) return fail(L, GRAFT_EINVAL, path, "\"vocab\" must be an array of [piece, score]");
+    nv = tj_size(voc);
     if (nv >= TOK_MAX_VOCAB) return fail(L, GRAFT_EINVAL, path, "vocabulary too large");
     if (!get_int(L, o, "unk_id", path, -1, -1, (long long)nv - 1, &unk)) return false;
     if (!get_bool(L, o, "byte_fallback", path, false, &m->byte_fallback)) return false;
@@ -663,14 +692,14 @@ static bool load_unigram(ld *L, tok_model *m, const json_t *o, const char *path)
     if (!tok_trie_init(&m->trie)) return oom(L);
     m->min_score = nv ? 1e300 : 0;
     for (size_t i = 0; i < nv; i++) {
-        json_t *e = json_array_get(voc, i);
-        if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_string(json_array_get(e, 0)) ||
-            !json_is_number(json_array_get(e, 1)))
+        tj_val *e = tj_at(voc, i);
+        if (!tj_is_array(e) || tj_size(e) != 2 || !tj_is_string(tj_at(e, 0)) ||
+            !tj_is_number(tj_at(e, 1)))
             return fail(L, GRAFT_EINVAL, path, "vocab[%zu] must be [piece, score]", i);
-        const char *s = json_string_value(json_array_get(e, 0));
-        size_t n = json_string_length(json_array_get(e, 0));
+        const char *s = tj_str(tj_at(e, 0));
+        size_t n = tj_len(tj_at(e, 0));
         if (!vocab_set(L, m, s, n, (long long)i, path)) return false;
-        m->scores[i] = json_number_value(json_array_get(e, 1));
+        m->scores[i] = tj_num(tj_at(e, 1));
         if (m->scores[i] < m->min_score) m->min_score = m->scores[i];
     }
     if (!vocab_finish(L, m)) return false;
@@ -685,20 +714,20 @@ static bool load_unigram(ld *L, tok_model *m, const json_t *o, const char *path)
     return true;
 }
 
-static bool load_model(ld *L, const json_t *o)
+static bool load_model(ld *L, const tj_val *o)
 {
     tok_model *m = &L->tok->model;
     const char *path = "model", *t, *s;
     size_t n;
-    json_t *tt;
+    tj_val *tt;
     m->unk_id = -1;
-    if (!o || !json_is_object(o)) return fail(L, GRAFT_EINVAL, path, "missing \"model\" object");
-    tt = json_object_get(o, "type");
-    if (tt && !json_is_string(tt)) return fail(L, GRAFT_EINVAL, path, "\"type\" must be a string");
-    if (tt) t = json_string_value(tt);
-    else if (json_object_get(o, "merges")) t = "BPE";
-    else if (json_is_array(json_object_get(o, "vocab"))) t = "Unigram";
-    else if (json_object_get(o, "max_input_chars_per_word")) t = "WordPiece";
+    if (!o || !tj_is_object(o)) return fail(L, GRAFT_EINVAL, path, "missing \"model\" object");
+    tt = tj_get(o, "type");
+    if (tt && !tj_is_string(tt)) return fail(L, GRAFT_EINVAL, path, "\"type\" must be a string");
+    if (tt) t = tj_str(tt);
+    else if (tj_get(o, "merges")) t = "BPE";
+    else if (tj_is_array(tj_get(o, "vocab"))) t = "Unigram";
+    else if (tj_get(o, "max_input_chars_per_word")) t = "WordPiece";
     else t = "WordLevel";
     if (strcmp(t, "BPE") == 0) return load_bpe(L, m, o, path);
     if (strcmp(t, "Unigram") == 0) return load_unigram(L, m, o, path);
@@ -706,7 +735,7 @@ static bool load_model(ld *L, const json_t *o)
         bool wp = t[4] == 'P';
         long long mx;
         m->type = wp ? TOK_MODEL_WORDPIECE : TOK_MODEL_WORDLEVEL;
-        if (!load_vocab_obj(L, m, json_object_get(o, "vocab"), path)) return false;
+        if (!load_vocab_obj(L, m, tj_get(o, "vocab"), path)) return false;
         if (!get_str(L, o, "unk_token", path, false, &s, &n)) return false;
         if (!s) {
             s = "[UNK]";
@@ -733,36 +762,36 @@ static bool load_model(ld *L, const json_t *o)
 
 /* ------------------------------------------------------------ post-processors */
 
-static bool tmpl_special_ids(ld *L, const json_t *specials, const char *name, const char *path,
+static bool tmpl_special_ids(ld *L, const tj_val *specials, const char *name, const char *path,
                              tok_tmpl_item *it)
 {
-    json_t *sp = specials ? json_object_get(specials, name) : NULL, *ids;
-    if (!sp || !json_is_object(sp) || !(ids = json_object_get(sp, "ids")) || !json_is_array(ids))
+    tj_val *sp = specials ? tj_get(specials, name) : NULL, *ids;
+    if (!sp || !tj_is_object(sp) || !(ids = tj_get(sp, "ids")) || !tj_is_array(ids))
         return fail(L, GRAFT_EINVAL, path, "template special token \"%.64s\" has no entry with \"ids\" in special_tokens", name);
-    it->nids = json_array_size(ids);
+    it->nids = tj_size(ids);
     it->ids = calloc(it->nids + 1, sizeof *it->ids);
     if (!it->ids) return oom(L);
     for (size_t i = 0; i < it->nids; i++) {
-        json_t *v = json_array_get(ids, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= TOK_MAX_VOCAB)
+        tj_val *v = tj_at(ids, i);
+        if (!tj_is_integer(v) || tj_int(v) < 0 || tj_int(v) >= TOK_MAX_VOCAB)
             return fail(L, GRAFT_EINVAL, path, "special token \"%.64s\": bad id", name);
-        it->ids[i] = (int32_t)json_integer_value(v);
+        it->ids[i] = (int32_t)tj_int(v);
     }
     return true;
 }
 
-static bool get_tok_pair(ld *L, const json_t *o, const char *key, const char *path, int32_t *id)
+static bool get_tok_pair(ld *L, const tj_val *o, const char *key, const char *path, int32_t *id)
 {
-    json_t *v = json_object_get(o, key);
-    if (!v || !json_is_array(v) || json_array_size(v) != 2 || !json_is_integer(json_array_get(v, 1)))
+    tj_val *v = tj_get(o, key);
+    if (!v || !tj_is_array(v) || tj_size(v) != 2 || !tj_is_integer(tj_at(v, 1)))
         return fail(L, GRAFT_EINVAL, path, "\"%s\" must be [token, id]", key);
-    long long x = json_integer_value(json_array_get(v, 1));
+    long long x = tj_int(tj_at(v, 1));
     if (x < 0 || x >= TOK_MAX_VOCAB) return fail(L, GRAFT_EINVAL, path, "\"%s\": bad id", key);
     *id = (int32_t)x;
     return true;
 }
 
-static tok_post *load_post(ld *L, const json_t *o, const char *path, int depth)
+static tok_post *load_post(ld *L, const tj_val *o, const char *path, int depth)
 {
     const char *t = get_type(L, o, path, "post-processor");
     tok_post *p;
@@ -777,15 +806,15 @@ static tok_post *load_post(ld *L, const json_t *o, const char *path, int depth)
         return NULL;
     }
     if (strcmp(t, "Sequence") == 0) {
-        json_t *a = get_array(L, o, "processors", path);
+        tj_val *a = get_array(L, o, "processors", path);
         if (!a) goto fail;
         p->type = TOK_POST_SEQUENCE;
-        p->subs = calloc(json_array_size(a) + 1, sizeof *p->subs);
+        p->subs = calloc(tj_size(a) + 1, sizeof *p->subs);
         if (!p->subs) goto nomem;
-        for (size_t i = 0; i < json_array_size(a); i++) {
+        for (size_t i = 0; i < tj_size(a); i++) {
             char sub[256];
             snprintf(sub, sizeof sub, "%s.processors[%zu]", path, i);
-            p->subs[i] = load_post(L, json_array_get(a, i), sub, depth + 1);
+            p->subs[i] = load_post(L, tj_at(a, i), sub, depth + 1);
             if (!p->subs[i]) goto fail;
             p->nsubs++;
         }
@@ -795,28 +824,28 @@ static tok_post *load_post(ld *L, const json_t *o, const char *path, int depth)
         if (!get_tok_pair(L, o, "cls", path, &p->cls_id) || !get_tok_pair(L, o, "sep", path, &p->sep_id))
             goto fail;
     } else if (strcmp(t, "TemplateProcessing") == 0) {
-        json_t *single = json_object_get(o, "single"), *specials = json_object_get(o, "special_tokens");
+        tj_val *single = tj_get(o, "single"), *specials = tj_get(o, "special_tokens");
         p->type = TOK_POST_TEMPLATE;
-        if (!single || !json_is_array(single)) {
+        if (!single || !tj_is_array(single)) {
             fail(L, GRAFT_EINVAL, path, "missing array \"single\"");
             goto fail;
         }
-        p->items = calloc(json_array_size(single) + 1, sizeof *p->items);
+        p->items = calloc(tj_size(single) + 1, sizeof *p->items);
         if (!p->items) goto nomem;
-        for (size_t i = 0; i < json_array_size(single); i++) {
-            json_t *e = json_array_get(single, i), *x;
+        for (size_t i = 0; i < tj_size(single); i++) {
+            tj_val *e = tj_at(single, i), *x;
             char sub[256];
             snprintf(sub, sizeof sub, "%s.single[%zu]", path, i);
             p->nitems++;
-            if (json_is_object(e) && (x = json_object_get(e, "SpecialToken")) && json_is_object(x)) {
-                json_t *idv = json_object_get(x, "id");
-                if (!idv || !json_is_string(idv)) {
+            if (tj_is_object(e) && (x = tj_get(e, "SpecialToken")) && tj_is_object(x)) {
+                tj_val *idv = tj_get(x, "id");
+                if (!idv || !tj_is_string(idv)) {
                     fail(L, GRAFT_EINVAL, sub, "SpecialToken needs a string \"id\"");
                     goto fail;
                 }
                 p->items[i].special = true;
-                if (!tmpl_special_ids(L, specials, json_string_value(idv), sub, &p->items[i])) goto fail;
-            } else if (json_is_object(e) && (x = json_object_get(e, "Sequence")) && json_is_object(x)) {
+                if (!tmpl_special_ids(L, specials, tj_str(idv), sub, &p->items[i])) goto fail;
+            } else if (tj_is_object(e) && (x = tj_get(e, "Sequence")) && tj_is_object(x)) {
                 p->items[i].special = false;
             } else {
                 fail(L, GRAFT_EINVAL, sub, "template items are {\"SpecialToken\": ...} or {\"Sequence\": ...}");
@@ -839,22 +868,22 @@ fail:
 
 /* ------------------------------------------------------------ added tokens */
 
-static bool load_added(ld *L, const json_t *a)
+static bool load_added(ld *L, const tj_val *a)
 {
     graft_tokenizer *tok = L->tok;
-    if (!a || json_is_null(a)) return true;
-    if (!json_is_array(a)) return fail(L, GRAFT_EINVAL, "added_tokens", "must be an array");
-    tok->added = calloc(json_array_size(a) + 1, sizeof *tok->added);
+    if (!a || tj_is_null(a)) return true;
+    if (!tj_is_array(a)) return fail(L, GRAFT_EINVAL, "added_tokens", "must be an array");
+    tok->added = calloc(tj_size(a) + 1, sizeof *tok->added);
     if (!tok->added) return oom(L);
-    for (size_t i = 0; i < json_array_size(a); i++) {
-        json_t *e = json_array_get(a, i);
+    for (size_t i = 0; i < tj_size(a); i++) {
+        tj_val *e = tj_at(a, i);
         char path[64];
         const char *s;
         size_t n;
         long long id;
         tok_added *t = &tok->added[tok->nadded];
         snprintf(path, sizeof path, "added_tokens[%zu]", i);
-        if (!json_is_object(e)) return fail(L, GRAFT_EINVAL, path, "must be an object");
+        if (!tj_is_object(e)) return fail(L, GRAFT_EINVAL, path, "must be an object");
         if (!get_str(L, e, "content", path, true, &s, &n)) return false;
         if (!get_int(L, e, "id", path, -1, 0, TOK_MAX_VOCAB - 1, &id)) return false;
         if (id < 0) return fail(L, GRAFT_EINVAL, path, "missing integer \"id\"");
@@ -867,7 +896,7 @@ static bool load_added(ld *L, const json_t *a)
         if (n == 0) continue; /* HF ignores empty added tokens */
         if (!(t->content = tok_strndup(s, n))) return oom(L);
         t->len = n;
-        int32_t mid = tok_smap_get(&tok->model.vocab, s, n);
+        int32_t mid = tok_vocab_get(&tok->model, s, n);
         t->id = mid >= 0 ? mid : (int32_t)id;
         tok->nadded++;
     }
@@ -878,32 +907,35 @@ static bool load_added(ld *L, const json_t *a)
 
 graft_status tok_load_doc(graft_tokenizer *tok, const char *json, size_t len, graft_error *err)
 {
-    json_error_t je;
-    json_t *root, *v;
+    tj_doc doc;
+    tj_val *root, *v;
     ld L = {tok, err, GRAFT_OK};
-    root = json_loadb(json, len, JSON_ALLOW_NUL, &je);
-    if (!root)
-        return tok_err(err, GRAFT_EINVAL, "%s: line %d, column %d: malformed JSON: %s", tok->name,
-                       je.line, je.column, je.text);
-    if (!json_is_object(root)) {
-        json_decref(root);
+    if (!tj_parse(json, len, &doc)) {
+        graft_status st = tok_err(err, GRAFT_EINVAL, "%s: line %d, column %d: malformed JSON: %s",
+                                  tok->name, doc.err_line, doc.err_col, doc.err_text);
+        tj_doc_free(&doc);
+        return st;
+    }
+    root = doc.root;
+    if (!tj_is_object(root)) {
+        tj_doc_free(&doc);
         return tok_err(err, GRAFT_EINVAL, "%s: line 1, column 1: the document is not a JSON object",
                        tok->name);
     }
-    if (!load_model(&L, json_object_get(root, "model"))) goto fail;
-    v = json_object_get(root, "normalizer");
-    if (v && !json_is_null(v) && !(tok->norm = load_norm(&L, v, "normalizer", 0))) goto fail;
-    v = json_object_get(root, "pre_tokenizer");
-    if (v && !json_is_null(v) && !(tok->pre = load_pre(&L, v, "pre_tokenizer", 0))) goto fail;
-    v = json_object_get(root, "post_processor");
-    if (v && !json_is_null(v) && !(tok->post = load_post(&L, v, "post_processor", 0))) goto fail;
-    v = json_object_get(root, "decoder");
-    if (v && !json_is_null(v) && !(tok->dec = load_dec(&L, v, "decoder", 0))) goto fail;
-    if (!load_added(&L, json_object_get(root, "added_tokens"))) goto fail;
-    json_decref(root);
+    if (!load_model(&L, tj_get(root, "model"))) goto fail;
+    v = tj_get(root, "normalizer");
+    if (v && !tj_is_null(v) && !(tok->norm = load_norm(&L, v, "normalizer", 0))) goto fail;
+    v = tj_get(root, "pre_tokenizer");
+    if (v && !tj_is_null(v) && !(tok->pre = load_pre(&L, v, "pre_tokenizer", 0))) goto fail;
+    v = tj_get(root, "post_processor");
+    if (v && !tj_is_null(v) && !(tok->post = load_post(&L, v, "post_processor", 0))) goto fail;
+    v = tj_get(root, "decoder");
+    if (v && !tj_is_null(v) && !(tok->dec = load_dec(&L, v, "decoder", 0))) goto fail;
+    if (!load_added(&L, tj_get(root, "added_tokens"))) goto fail;
+    tj_doc_free(&doc);
     return GRAFT_OK;
 fail:
-    json_decref(root);
+    tj_doc_free(&doc);
     return L.st != GRAFT_OK ? L.st : tok_err(err, GRAFT_EINVAL, "%s: invalid tokenizer", tok->name);
 }
 

@@ -149,7 +149,7 @@ static graft_status bpe_encode(graft_tokenizer *tok, const char *w, size_t n, gr
     tok_buf *sb = &tok->s_tmp;
 
     if (m->ignore_merges) {
-        int32_t id = tok_smap_get(&m->vocab, w, n);
+        int32_t id = tok_vocab_get(m, w, n);
         if (id >= 0) return tok_ids_push(out, id) ? GRAFT_OK : tok_err(err, GRAFT_ENOMEM, "out of memory");
     }
     /* 1. chars → symbols (merge_word) */
@@ -168,7 +168,7 @@ static graft_status bpe_encode(graft_tokenizer *tok, const char *w, size_t n, gr
             s = sb->p;
             sl = sb->len;
         }
-        int32_t id = tok_smap_get(&m->vocab, s, sl);
+        int32_t id = tok_vocab_get(m, s, sl);
         if (id >= 0) {
             if (unk_pending >= 0) {
                 if (!sym_add(tok, &ns, unk_pending, unk_len)) goto oom;
@@ -270,7 +270,7 @@ static graft_status wordpiece_encode(graft_tokenizer *tok, const char *w, size_t
             sb->len = 0;
             if (start > 0 && !tok_buf_add(sb, m->cont_prefix, m->cont_prefix_len)) goto oom;
             if (!tok_buf_add(sb, w + start, end - start)) goto oom;
-            found = tok_smap_get(&m->vocab, sb->p, sb->len);
+            found = tok_vocab_get(m, sb->p, sb->len);
             if (found >= 0) break;
             end--;
             while (end > start && ((unsigned char)w[end] & 0xC0) == 0x80) end--;
@@ -295,7 +295,7 @@ oom:
 static graft_status wordlevel_encode(graft_tokenizer *tok, const char *w, size_t n,
                                      graft_ids *out, graft_error *err)
 {
-    int32_t id = tok_smap_get(&tok->model.vocab, w, n);
+    int32_t id = tok_vocab_get(&tok->model, w, n);
     if (id < 0) id = tok->model.unk_id;
     if (id < 0)
         return tok_err(err, GRAFT_EINVAL, "%s: WordLevel: unk token missing from the vocabulary",
@@ -311,7 +311,7 @@ static graft_status unigram_emit(graft_tokenizer *tok, const char *s, size_t n, 
                                  graft_error *err)
 {
     const tok_model *m = &tok->model;
-    int32_t id = tok_smap_get(&m->vocab, s, n);
+    int32_t id = tok_vocab_get(m, s, n);
     if (id >= 0) return tok_ids_push(out, id) ? GRAFT_OK : tok_err(err, GRAFT_ENOMEM, "out of memory");
     if (m->byte_fallback) {
         size_t j;
@@ -419,6 +419,56 @@ static graft_status unigram_encode(graft_tokenizer *tok, const char *s, size_t n
     return st;
 }
 
+/* ------------------------------------------------------------ vocabulary map */
+
+int32_t tok_vocab_get_h(const tok_model *m, const char *s, size_t n, const char *s2, size_t n2,
+                        uint32_t h)
+{
+    size_t j;
+    if (!m->vmap_cap) return -1;
+    j = h & (m->vmap_cap - 1);
+    for (;;) {
+        const tok_vent *e = &m->vmap[j];
+        if (!e->id1) return -1;
+        if (e->hash == h && e->len == n + n2 && memcmp(m->pool.p + e->off, s, n) == 0 &&
+            (!n2 || memcmp(m->pool.p + e->off + n, s2, n2) == 0))
+            return (int32_t)e->id1 - 1;
+        j = (j + 1) & (m->vmap_cap - 1);
+    }
+}
+
+int32_t tok_vocab_get(const tok_model *m, const char *s, size_t n)
+{
+    return tok_vocab_get_h(m, s, n, NULL, 0, (uint32_t)tok_hash(s, n));
+}
+
+bool tok_vocab_build(tok_model *m)
+{
+    size_t cap = 64;
+    while (cap < m->nvocab * 2 + 2) cap *= 2;
+    free(m->vmap);
+    m->vmap = calloc(cap, sizeof *m->vmap);
+    if (!m->vmap) return false;
+    m->vmap_cap = cap;
+    for (size_t i = 0; i < m->nvocab; i++) {
+        if (!m->tokens[i]) continue;
+        uint32_t n = m->token_len[i], off = (uint32_t)(m->tokens[i] - m->pool.p);
+        uint32_t h = (uint32_t)tok_hash(m->tokens[i], n);
+        size_t j = h & (cap - 1);
+        for (;;) {
+            tok_vent *e = &m->vmap[j];
+            if (!e->id1 || (e->hash == h && e->len == n &&
+                            memcmp(m->pool.p + e->off, m->tokens[i], n) == 0)) {
+                /* empty slot, or a duplicate spelling: the later id wins */
+                *e = (tok_vent){h, (uint32_t)i + 1, off, n};
+                break;
+            }
+            j = (j + 1) & (cap - 1);
+        }
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------ dispatch */
 
 graft_status tok_model_encode(graft_tokenizer *tok, const char *s, size_t n, graft_ids *out,
@@ -440,11 +490,11 @@ graft_status tok_model_encode(graft_tokenizer *tok, const char *s, size_t n, gra
 
 void tok_model_free(tok_model *m)
 {
-    if (m->tokens)
-        for (size_t i = 0; i < m->nvocab; i++) free(m->tokens[i]);
     free(m->tokens);
     free(m->token_len);
-    tok_smap_free(&m->vocab);
+    free(m->token_off);
+    tok_buf_free(&m->pool);
+    free(m->vmap);
     free(m->unk_token);
     tok_umap_free(&m->merges);
     free(m->cont_prefix);

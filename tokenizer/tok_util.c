@@ -314,6 +314,23 @@ uint64_t tok_hash(const void *p, size_t n)
     return h;
 }
 
+uint32_t tok_hash2(const char *a, size_t an, const char *b, size_t bn)
+{
+    char buf[256];
+    if (an + bn <= sizeof buf) {
+        memcpy(buf, a, an);
+        memcpy(buf + an, b, bn);
+        return (uint32_t)tok_hash(buf, an + bn);
+    }
+    char *p = malloc(an + bn);
+    if (!p) return 0; /* a wrong hash only makes the lookup miss */
+    memcpy(p, a, an);
+    memcpy(p + an, b, bn);
+    uint32_t h = (uint32_t)tok_hash(p, an + bn);
+    free(p);
+    return h;
+}
+
 static bool smap_rehash(tok_smap *m, size_t ncap)
 {
     tok_smap_ent *e = calloc(ncap, sizeof *e);
@@ -423,6 +440,13 @@ bool tok_umap_put(tok_umap *m, uint64_t key, uint64_t val)
     m->v[j] = val;
     m->n++;
     return true;
+}
+
+bool tok_umap_reserve(tok_umap *m, size_t n)
+{
+    size_t cap = m->cap ? m->cap : 64;
+    while (cap <= 2 * (n + 1)) cap *= 2;
+    return cap == m->cap || umap_rehash(m, cap);
 }
 
 bool tok_umap_get(const tok_umap *m, uint64_t key, uint64_t *val)

@@ -415,7 +415,7 @@ int32_t graft_tokenizer_token_to_id(const graft_tokenizer *tok, const char *toke
     size_t n = strlen(token);
     int32_t i = tok_smap_get(&tok->added_map, token, n);
     if (i >= 0) return tok->added[i].id;
-    return tok_smap_get(&tok->model.vocab, token, n);
+    return tok_vocab_get(&tok->model, token, n);
 }
 
 const char *graft_tokenizer_id_to_token(const graft_tokenizer *tok, int32_t id)
