@@ -264,7 +264,7 @@ static graft_status quantize_run(rt_node *n, graft_error *err)
         uint64_t si = q_sidx(&L, i);
         float zp = z ? qvalue(z->dtype, z->data, si) : 0.0f;
         if (is_int_q(odt)) {
-            double v = nearbyint((double)X[i] / (double)S[si]) + zp;
+            double v = (double)nearbyintf(X[i] / S[si]) + zp;
             if (isnan(v)) v = 0;
             v = v < lo ? lo : v > hi ? hi : v;
             qstore(odt, y->data, i, v);
