@@ -108,6 +108,7 @@ $(LIB): $(LIB_OBJS) $(BUILD)/libgraft.members
 	ar rcs $@ $(LIB_OBJS)
 
 .PHONY: FORCE
+.SECONDARY:
 FORCE:
 
 $(GRAFT): $(CLI_OBJS) $(LIB)

@@ -25,6 +25,7 @@
     X(inspect, "show a model's or pipeline's I/O, ops, weights and KV layout")     \
     X(compose, "fuse a vendor pipeline into one self-contained text-only export") \
     X(generate, "decode an export on graft's runtime, streaming text or ids")      \
+    X(verify, "greedy decode compared token for token with an ONNX Runtime golden") \
     X(tokenize, "encode or decode text with a tokenizer.json")                    \
     /* end of the command table */
 

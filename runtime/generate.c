@@ -132,6 +132,8 @@ static graft_status setup_names(graft_generator *g, json_t *cfg, graft_error *er
     const char *pv = cfg_name(in, "past_value_names", "past_key_values.%d.value");
     const char *qk = cfg_name(out, "present_key_names", "present.%d.key");
     const char *qv = cfg_name(out, "present_value_names", "present.%d.value");
+    int64_t cfg_heads = json_integer_value(json_object_get(dec, "num_key_value_heads"));
+    int64_t cfg_head_size = json_integer_value(json_object_get(dec, "head_size"));
     g->kv = calloc(GEN_MAX_LAYERS, sizeof *g->kv);
     if (!g->kv) return gerr(err, GRAFT_ENOMEM, "out of memory");
     size_t used_inputs = 2 + (size_t)g->have_pos;
@@ -149,13 +151,22 @@ static graft_status setup_names(graft_generator *g, json_t *cfg, graft_error *er
             if (!find_output(gr, p->present[k], &b))
                 return gerr(err, GRAFT_EINVAL, "%s: past input '%s' has no present output '%s'", path,
                             p->past[k], p->present[k]);
-            /* geometry [batch, kv_heads, seq, head_dim] from the graph */
-            const graft_value_info *src = b.rank == 4 && b.dims[1].value > 0 && b.dims[3].value > 0 ? &b : &a;
-            if (src->rank != 4 || src->dims[1].value <= 0 || src->dims[3].value <= 0)
-                return gerr(err, GRAFT_EUNSUPPORTED, "%s: '%s' is not [batch, kv_heads, seq, head_dim] with fixed "
-                            "heads and head_dim", path, p->past[k]);
-            p->heads[k] = src->dims[1].value;
-            p->dim[k] = src->dims[3].value;
+            /* geometry [batch, kv_heads, seq, head_dim] from the graph: the
+             * present output, else the past input; a symbolic dimension
+             * (the builder's "kv_cache_dim") falls back on the config's
+             * num_key_value_heads / head_size */
+            if (a.rank != 4 || (b.rank != 4 && b.rank != -1))
+                return gerr(err, GRAFT_EUNSUPPORTED, "%s: '%s' is not [batch, kv_heads, seq, head_dim]", path,
+                            p->past[k]);
+            int64_t h = b.rank == 4 && b.dims[1].value > 0 ? b.dims[1].value : a.dims[1].value;
+            int64_t d = b.rank == 4 && b.dims[3].value > 0 ? b.dims[3].value : a.dims[3].value;
+            if (h <= 0) h = cfg_heads;
+            if (d <= 0) d = cfg_head_size;
+            if (h <= 0 || d <= 0)
+                return gerr(err, GRAFT_EUNSUPPORTED, "%s: '%s' has symbolic kv_heads or head_dim and "
+                            "genai_config.json gives no num_key_value_heads/head_size", path, p->past[k]);
+            p->heads[k] = h;
+            p->dim[k] = d;
             p->dtype = a.dtype;
         }
         g->n_kv++;
