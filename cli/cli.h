@@ -26,6 +26,7 @@
     X(compose, "fuse a vendor pipeline into one self-contained text-only export") \
     X(generate, "decode an export on graft's runtime, streaming text or ids")      \
     X(verify, "greedy decode compared token for token with an ONNX Runtime golden") \
+    X(bench, "prefill and decode throughput and peak memory of an export")       \
     X(tokenize, "encode or decode text with a tokenizer.json")                    \
     /* end of the command table */
 

@@ -1,0 +1,100 @@
+/* graft bench EXPORT: prefill and decode throughput, peak RSS. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cli/cli.h"
+
+static const char usage[] =
+    "usage: graft bench EXPORT [options]\n"
+    "\n"
+    "Times a prefill of --prompt-tokens tokens and --new-tokens greedy decode\n"
+    "steps on graft's runtime; prints tokens/s and peak RSS.\n"
+    "\n"
+    "options:\n"
+    "  --prompt-tokens N      prompt length (default 128)\n"
+    "  --new-tokens N         decode steps (default 64)\n"
+    "  --repeat N             runs; the best is reported (default 3)\n"
+    "  --max-context N        plan the KV cache for N tokens (default: prompt + new)\n"
+    "  --device cpu|auto      where to run (default auto: CPU on this build)\n"
+    "  --json                 one JSON object\n";
+
+int graft_cli_bench(int argc, char **argv)
+{
+    const char *path = NULL, *device = "auto";
+    int n_prompt = 128, n_new = 64, repeat = 3, json = 0;
+    graft_gen_opts o = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (!strcmp(a, "--prompt-tokens") && more) n_prompt = atoi(argv[++i]);
+        else if (!strcmp(a, "--new-tokens") && more) n_new = atoi(argv[++i]);
+        else if (!strcmp(a, "--repeat") && more) repeat = atoi(argv[++i]);
+        else if (!strcmp(a, "--max-context") && more) o.max_context = atoi(argv[++i]);
+        else if (!strcmp(a, "--device") && more) device = argv[++i];
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (a[0] == '-' && a[1]) return graft_cli_usage_error("bench", "unknown option '%s'", a);
+        else if (!path) path = a;
+        else return graft_cli_usage_error("bench", "unexpected argument '%s'", a);
+    }
+    if (!path) return graft_cli_usage_error("bench", "need an EXPORT");
+    if (n_prompt < 1 || n_new < 1 || repeat < 1)
+        return graft_cli_usage_error("bench", "--prompt-tokens, --new-tokens and --repeat must be >= 1");
+    if (strcmp(device, "auto") && strcmp(device, "cpu"))
+        return graft_cli_usage_error("bench", "--device %s: this build of graft runs on the CPU only", device);
+    if (!o.max_context) o.max_context = n_prompt + n_new;
+    graft_error err = {0};
+    graft_generator *g = NULL;
+    graft_status st = graft_generator_open(path, &o, &g, &err);
+    if (st != GRAFT_OK) return graft_cli_fail("bench", st, &err);
+    size_t vocab = 0;
+    graft_generator_logits(g, &vocab);
+    int64_t *ids = malloc((size_t)n_prompt * sizeof *ids);
+    if (!ids) {
+        graft_generator_free(g);
+        return 1;
+    }
+    for (int i = 0; i < n_prompt; i++) ids[i] = vocab ? (int64_t)(((uint64_t)i * 7919u + 13u) % vocab) : 0;
+    double best_pre = 1e30, best_dec = 1e30;
+    int rc = 0;
+    for (int r = 0; r < repeat; r++) {
+        const graft_gen_timings *t = graft_generator_timings(g);
+        double p0 = t->prefill_s, d0 = t->decode_s;
+        if ((st = graft_generator_prefill(g, ids, (size_t)n_prompt, &err)) != GRAFT_OK) {
+            rc = graft_cli_fail("bench", st, &err);
+            goto done;
+        }
+        for (int s = 0; s < n_new; s++) {
+            int64_t next = graft_generator_pick(g);
+            if ((st = graft_generator_step(g, next, &err)) != GRAFT_OK) {
+                rc = graft_cli_fail("bench", st, &err);
+                goto done;
+            }
+        }
+        t = graft_generator_timings(g);
+        if (t->prefill_s - p0 < best_pre) best_pre = t->prefill_s - p0;
+        if (t->decode_s - d0 < best_dec) best_dec = t->decode_s - d0;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const graft_gen_timings *t = graft_generator_timings(g);
+    double pre_tps = n_prompt / best_pre, dec_tps = n_new / best_dec;
+    double rss_mb = (double)ru.ru_maxrss / 1024.0;
+    if (json)
+        printf("{\"device\": \"cpu\", \"prompt_tokens\": %d, \"new_tokens\": %d, \"prefill_tok_s\": %.3f, "
+               "\"decode_tok_s\": %.3f, \"prefill_s\": %.6f, \"decode_s\": %.6f, \"load_s\": %.6f, \"plan_s\": %.6f, "
+               "\"peak_rss_mb\": %.1f, \"max_context\": %d}\n",
+               n_prompt, n_new, pre_tps, dec_tps, best_pre, best_dec, t->load_s, t->plan_s, rss_mb,
+               graft_generator_max_context(g));
+    else
+        printf("device cpu | load %.3f s, plan %.3f s | prefill %d tokens: %.1f tok/s | decode %d tokens: "
+               "%.1f tok/s | peak RSS %.1f MiB\n",
+               t->load_s, t->plan_s, n_prompt, pre_tps, n_new, dec_tps, rss_mb);
+done:
+    free(ids);
+    graft_generator_free(g);
+    return rc;
+}
