@@ -44,6 +44,56 @@ static void k_strides(int r, const int64_t *dims, int64_t *st)
     }
 }
 
+/* Tiled copy for a source whose two innermost (merged) dimensions are
+ * swapped: dim r-2 is contiguous in the source (stride es), dim r-1 is not.
+ * Tiles keep both the strided reads and the writes within cache. */
+#define TILE 8
+#define SWAP_TILE(T)                                                                       \
+    for (int64_t a0 = 0; a0 < A; a0 += TILE) {                                             \
+        int64_t a1 = a0 + TILE < A ? a0 + TILE : A;                                         \
+        for (int64_t b0 = 0; b0 < B; b0 += TILE) {                                         \
+            int64_t b1 = b0 + TILE < B ? b0 + TILE : B;                                     \
+            for (int64_t a = a0; a < a1; a++) {                                            \
+                T *o_ = (T *)(void *)(dst + (size_t)(a * B) * sizeof(T));                   \
+                const char *q_ = p + a * (int64_t)sizeof(T) + b0 * sb;                     \
+                for (int64_t b = b0; b < b1; b++, q_ += sb) memcpy(&o_[b], q_, sizeof(T)); \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+static void copy_swapped(char *dst, const char *src, int r, const int64_t *d, const int64_t *s, size_t es)
+{
+    int64_t idx[SC_MAX];
+    int outer = r - 2;
+    int64_t A = d[r - 2], B = d[r - 1], sb = s[r - 1];
+    size_t blk = (size_t)(A * B) * es;
+    for (int i = 0; i < outer; i++) idx[i] = 0;
+    const char *p = src;
+    for (;;) {
+        switch (es) {
+        case 1: SWAP_TILE(uint8_t); break;
+        case 2: SWAP_TILE(uint16_t); break;
+        case 4: SWAP_TILE(uint32_t); break;
+        case 8: SWAP_TILE(uint64_t); break;
+        default:
+            for (int64_t a = 0; a < A; a++)
+                for (int64_t b = 0; b < B; b++)
+                    memcpy(dst + (size_t)(a * B + b) * es, p + a * (int64_t)es + b * sb, es);
+            break;
+        }
+        dst += blk;
+        int k = outer - 1;
+        for (; k >= 0; k--) {
+            p += s[k];
+            if (++idx[k] < d[k]) break;
+            p -= s[k] * d[k];
+            idx[k] = 0;
+        }
+        if (k < 0) break;
+    }
+}
+#undef SWAP_TILE
+
 /* Copies the elements of a strided source region to a contiguous
  * destination in row-major order. dims: region shape (rank <= SC_MAX);
  * sstr: source strides in BYTES (any sign, 0 for broadcast); es: element
@@ -68,6 +118,10 @@ static void copy_strided(char *dst, const char *src, int rank, const int64_t *di
     }
     if (r == 0) {
         memcpy(dst, src, es);
+        return;
+    }
+    if (r >= 2 && s[r - 1] != (int64_t)es && s[r - 2] == (int64_t)es) {
+        copy_swapped(dst, src, r, d, s, es);
         return;
     }
     /* inner loop: one contiguous run, or d[r-1] elements at stride s[r-1] */
