@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "graft_tokenizer.h"
@@ -115,6 +116,11 @@ int graft_cli_generate(int argc, char **argv)
     }
     char tpath[4096];
     snprintf(tpath, sizeof tpath, "%s/tokenizer.json", graft_generator_dir(g));
+    if (prompt && access(tpath, F_OK) != 0) {
+        fprintf(stderr, "graft generate: %s: missing; --prompt needs the export's tokenizer (or use --ids)\n", tpath);
+        rc = 2;
+        goto done;
+    }
     if (prompt || !json) {
         st = graft_tokenizer_load(tpath, &tok, &err);
         if (st != GRAFT_OK && prompt) {
