@@ -467,7 +467,8 @@ static void gemm_task(void *ctx, int64_t t)
 /* ------------------------------------------------------------ GEMV (M == 1) */
 
 typedef struct gemv_job {
-    int64_t N, K, ldb, chunk;
+    int64_t N, K, ldb, chunk, ncb, kch;
+    float *partial;
     float alpha, beta;
     const float *x, *B;
     float *y;
@@ -531,27 +532,31 @@ __attribute__((target("avx2,fma"))) static void gemv_t_avx2(const float *x, cons
 }
 #endif
 
+/* Task (column block, depth part): partial[part][cols] = x[k-range] * B[k-range, cols]. */
 static void gemv_n_task(void *ctx, int64_t t)
 {
     const gemv_job *j = ctx;
-    int64_t c0 = t * j->chunk, n = j->N - c0 < j->chunk ? j->N - c0 : j->chunk;
-    float tmp[1024];
-    RT_ASSERT(n <= 1024);
+    int64_t cb = t % j->ncb, kp = t / j->ncb;
+    int64_t c0 = cb * j->chunk, n = j->N - c0 < j->chunk ? j->N - c0 : j->chunk;
+    int64_t k0 = kp * j->kch, k1 = k0 + j->kch < j->K ? k0 + j->kch : j->K;
+    float *y = j->partial + kp * j->N + c0;
+    const float *B = j->B + k0 * j->ldb + c0, *x = j->x + k0;
+    if (k1 <= k0) {
+        memset(y, 0, (size_t)n * sizeof(float));
+        return;
+    }
 #ifdef K_X86
     if (have_avx2()) {
-        gemv_n_avx2(j->x, j->B + c0, j->ldb, j->K, n, tmp);
-    } else
-#endif
-    {
-        memset(tmp, 0, (size_t)n * sizeof(float));
-        for (int64_t k = 0; k < j->K; k++) {
-            const float *b = j->B + k * j->ldb + c0;
-            float xk = j->x[k];
-            for (int64_t c = 0; c < n; c++) tmp[c] += xk * b[c];
-        }
+        gemv_n_avx2(x, B, j->ldb, k1 - k0, n, y);
+        return;
     }
-    float *y = j->y + c0;
-    for (int64_t c = 0; c < n; c++) y[c] = j->alpha * tmp[c] + (j->beta == 0 ? 0 : j->beta * y[c]);
+#endif
+    memset(y, 0, (size_t)n * sizeof(float));
+    for (int64_t k = 0; k < k1 - k0; k++) {
+        const float *b = B + k * j->ldb;
+        float xk = x[k];
+        for (int64_t c = 0; c < n; c++) y[c] += xk * b[c];
+    }
 }
 
 static void gemv_t_task(void *ctx, int64_t t)
@@ -570,7 +575,7 @@ static void gemv_t_task(void *ctx, int64_t t)
     for (int64_t c = 0; c < n; c++) y[c] = j->alpha * tmp[c] + (j->beta == 0 ? 0 : j->beta * y[c]);
 }
 
-static _Thread_local k_buf tl_x;
+static _Thread_local k_buf tl_x, tl_part;
 
 static void sgemv(int transA, int transB, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                   const float *B, int64_t ldb, float beta, float *C)
@@ -582,18 +587,29 @@ static void sgemv(int transA, int transB, int64_t N, int64_t K, float alpha, con
         for (int64_t k = 0; k < K; k++) g[k] = A[k * lda];
         x = g;
     }
-    gemv_job j = {N, K, ldb, 0, alpha, beta, x, B, C};
+    gemv_job j = {N, K, ldb, 0, 0, 0, NULL, alpha, beta, x, B, C};
     int th = k_threads();
     double work = (double)N * (double)K;
     int64_t parts = work < 65536 ? 1 : th * 4;
     if (!transB) {
-        /* column chunks of 64..1024, a multiple of 16 */
-        int64_t ch = (N + parts - 1) / parts;
-        ch = (ch + 15) / 16 * 16;
-        if (ch < 64) ch = 64;
-        if (ch > 1024) ch = 1024;
-        j.chunk = ch;
-        k_parallel_for((N + ch - 1) / ch, gemv_n_task, &j);
+        /* B streams row by row: column blocks of <= 4096 (the partial sums
+         * stay in L1), depth split in parts when there are few blocks;
+         * each (block, part) writes its own partial row, summed after */
+        int64_t ch = N < 4096 ? N : 4096, ncb = (N + ch - 1) / ch;
+        int64_t kparts = work < 65536 ? 1 : (2 * th + ncb - 1) / ncb;
+        if (kparts > K / 64) kparts = K / 64 > 1 ? K / 64 : 1;
+        int64_t kch = (K + kparts - 1) / kparts;
+        kch = (kch + 3) / 4 * 4;
+        kparts = (K + kch - 1) / kch;
+        float *part = k_buf_get(&tl_part, (size_t)(kparts * N) * sizeof(float));
+        RT_ASSERT(part);
+        j.chunk = ch, j.ncb = ncb, j.kch = kch, j.partial = part;
+        k_parallel_for(ncb * kparts, gemv_n_task, &j);
+        for (int64_t c = 0; c < N; c++) {
+            float acc = part[c];
+            for (int64_t p = 1; p < kparts; p++) acc += part[p * N + c];
+            C[c] = alpha * acc + (beta == 0 ? 0 : beta * C[c]);
+        }
     } else {
         int64_t ch = (N + parts - 1) / parts;
         ch = (ch + 3) / 4 * 4;
