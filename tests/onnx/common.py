@@ -74,11 +74,13 @@ class Result:
         return f"{' '.join(self.argv)}: {what}\n    stderr: {err}"
 
 
-def run(argv, timeout=60, cwd=None) -> Result:
+def run(argv, timeout=60, cwd=None, extra_env=None) -> Result:
     """Runs argv in its own process group; on timeout the whole group is
     killed (a process hung under strace would otherwise outlive strace)."""
+    env = sanitizer_env()
+    env.update(extra_env or {})
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=sanitizer_env(), cwd=cwd, start_new_session=True)
+                         env=env, cwd=cwd, start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
         return Result(argv, p.returncode, out.decode(errors="replace"),

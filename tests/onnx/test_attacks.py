@@ -273,9 +273,13 @@ def violations(log_path: str, allowed_dirs, secret_dir: str) -> list[str]:
 
 
 def traced(argv, log_path, timeout=60):
+    """LeakSanitizer cannot run under ptrace: leak checks are off in the
+    traced run (the untraced run of each case keeps them)."""
     cmd = ["strace", "-f", "-y", "-qq", "-e", "trace=" + ",".join(OPEN_CALLS),
            "-o", log_path] + argv
-    return common.run(cmd, timeout=timeout)
+    asan = common.sanitizer_env().get("ASAN_OPTIONS", "")
+    return common.run(cmd, timeout=timeout,
+                      extra_env={"ASAN_OPTIONS": (asan + ":" if asan else "") + "detect_leaks=0"})
 
 
 # ---------------------------------------------------------------- main
@@ -364,7 +368,7 @@ def main() -> int:
             ("inspect", [graft, "inspect", src], ["model"]),
         ):
             log = os.path.join(root, f"strace.{tool}.log")
-            r = traced(argv, log, timeout=15)
+            r = traced(argv, log, timeout=10)
             row.append(str(r.rc) if not r.timed_out else "hang")
             if r.crashed:
                 problems.append(f"{tool}: crashed: {r.describe()}")
@@ -382,6 +386,10 @@ def main() -> int:
                                     f"{r.stderr.strip()!r}")
             problems += [f"{tool}: {x}" for x in violations(
                 log, [os.path.join(root, d) for d in allowed], os.path.join(root, "secret"))]
+            # untraced, with leak checks (SANITIZE=1)
+            r2 = common.run(argv, timeout=10)
+            if r2.crashed or r2.rc != 2:
+                problems.append(f"{tool}: untraced run: expected exit 2, clean: {r2.describe()}")
             if tool == "roundtrip" and os.listdir(os.path.join(root, "out")):
                 problems.append(f"roundtrip: wrote {os.listdir(os.path.join(root, 'out'))} "
                                 "for a refused model")
