@@ -147,9 +147,11 @@ static char *mutate_json(const char *src, size_t n, size_t *out_n)
             size_t k = 1 + rndn(256);
             if (at + k > len) k = len - at;
             if (len + k > cap) break;
+            char chunk[256];
             size_t to = rndn(len);
+            memcpy(chunk, b + at, k);
             memmove(b + to + k, b + to, len - to);
-            memcpy(b + to, b + (at < to ? at : at + k), k);
+            memcpy(b + to, chunk, k);
             len += k;
             break;
         }
