@@ -69,7 +69,7 @@ static int open_walk(int dirfd, const char *rel)
     char *save = NULL, *c = strtok_r(copy, "/", &save);
     while (c) {
         char *next = strtok_r(NULL, "/", &save);
-        int flags = O_CLOEXEC | O_NOFOLLOW | (next ? (O_PATH | O_DIRECTORY) : O_RDONLY);
+        int flags = O_CLOEXEC | O_NOFOLLOW | (next ? (O_PATH | O_DIRECTORY) : (O_RDONLY | O_NONBLOCK));
         int nfd = openat(cur, c, flags);
         int e = errno;
         if (cur != dirfd) close(cur);
@@ -91,7 +91,7 @@ int ox_open_beneath(int dirfd, const char *rel, const char *tensor, const char *
 {
     struct open_how how;
     memset(&how, 0, sizeof how);
-    how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW;
+    how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK; /* a FIFO must not block the open */
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
     int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
     if (fd < 0 && (errno == ENOSYS || errno == EPERM))

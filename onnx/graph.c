@@ -520,7 +520,7 @@ graft_tensor *graft_graph_add_initializer(graft_graph *g, const char *name, int 
     g->p->initializer = arr;
     char where[160];
     snprintf(where, sizeof where, "graph '%.100s'", ox_s(g->p->name));
-    if (ox_tensor_bind(g->m, t, where, err) != GRAFT_OK) {
+    if (ox_tensor_bind(g->m, t, where, 0, err) != GRAFT_OK) {
         onnx__tensor_proto__free_unpacked(t, NULL);
         return NULL;
     }

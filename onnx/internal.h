@@ -78,6 +78,7 @@ typedef struct ox_tensor {
     int ext;               /* index into model->ext, or -1 */
     uint64_t offset;       /* within ext file */
     const char *location;  /* ext file's normalised location (owned by model) or NULL */
+    bool sparse;           /* part of a sparse tensor: never moved to external data */
 } ox_tensor;
 
 struct graft_tensor {
@@ -107,7 +108,8 @@ struct graft_model {
 /* Visits every TensorProto in the model (graph initializers, sparse
  * initializers, attribute tensors, in subgraphs, functions and training
  * info). `where` names the graph or node holding it. Stops on non-OK. */
-typedef graft_status (*ox_tensor_fn)(void *ctx, Onnx__TensorProto *t, const char *where,
+#define OX_T_SPARSE 1 /* values or indices of a SparseTensorProto */
+typedef graft_status (*ox_tensor_fn)(void *ctx, Onnx__TensorProto *t, const char *where, int flags,
                                      graft_error *err);
 graft_status ox_model_foreach_tensor(Onnx__ModelProto *m, ox_tensor_fn fn, void *ctx,
                                      graft_error *err);
@@ -116,7 +118,7 @@ graft_status ox_node_foreach_tensor(Onnx__NodeProto *n, ox_tensor_fn fn, void *c
                                     graft_error *err);
 
 /* Validates one tensor and records its view in m->tensors. */
-graft_status ox_tensor_bind(graft_model *m, Onnx__TensorProto *t, const char *where,
+graft_status ox_tensor_bind(graft_model *m, Onnx__TensorProto *t, const char *where, int flags,
                             graft_error *err);
 
 /* Drops tensor records and graph wrappers under a node about to be freed. */

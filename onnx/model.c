@@ -20,8 +20,8 @@ static graft_status foreach_sparse(Onnx__SparseTensorProto *s, const char *where
                                    void *ctx, graft_error *err)
 {
     graft_status rc = GRAFT_OK;
-    if (s->values && (rc = fn(ctx, s->values, where, err)) != GRAFT_OK) return rc;
-    if (s->indices && (rc = fn(ctx, s->indices, where, err)) != GRAFT_OK) return rc;
+    if (s->values && (rc = fn(ctx, s->values, where, OX_T_SPARSE, err)) != GRAFT_OK) return rc;
+    if (s->indices && (rc = fn(ctx, s->indices, where, OX_T_SPARSE, err)) != GRAFT_OK) return rc;
     return rc;
 }
 
@@ -29,9 +29,9 @@ static graft_status foreach_attr(Onnx__AttributeProto *a, const char *where, ox_
                                  void *ctx, graft_error *err)
 {
     graft_status rc;
-    if (a->t && (rc = fn(ctx, a->t, where, err)) != GRAFT_OK) return rc;
+    if (a->t && (rc = fn(ctx, a->t, where, 0, err)) != GRAFT_OK) return rc;
     for (size_t i = 0; i < a->n_tensors; i++)
-        if ((rc = fn(ctx, a->tensors[i], where, err)) != GRAFT_OK) return rc;
+        if ((rc = fn(ctx, a->tensors[i], where, 0, err)) != GRAFT_OK) return rc;
     if (a->sparse_tensor && (rc = foreach_sparse(a->sparse_tensor, where, fn, ctx, err)) != GRAFT_OK)
         return rc;
     for (size_t i = 0; i < a->n_sparse_tensors; i++)
@@ -69,7 +69,7 @@ static graft_status foreach_graph(Onnx__GraphProto *g, ox_tensor_fn fn, void *ct
     snprintf(where, sizeof where, "graph '%.100s'", ox_s(g->name));
     graft_status rc;
     for (size_t i = 0; i < g->n_initializer; i++)
-        if ((rc = fn(ctx, g->initializer[i], where, err)) != GRAFT_OK) return rc;
+        if ((rc = fn(ctx, g->initializer[i], where, 0, err)) != GRAFT_OK) return rc;
     for (size_t i = 0; i < g->n_sparse_initializer; i++)
         if ((rc = foreach_sparse(g->sparse_initializer[i], where, fn, ctx, err)) != GRAFT_OK) return rc;
     return foreach_nodes(g->node, g->n_node, fn, ctx, err);
@@ -226,7 +226,7 @@ done:
     return rc;
 }
 
-graft_status ox_tensor_bind(graft_model *m, Onnx__TensorProto *t, const char *where, graft_error *err)
+graft_status ox_tensor_bind(graft_model *m, Onnx__TensorProto *t, const char *where, int flags, graft_error *err)
 {
     const char *name = ox_s(t->name);
     graft_tensor *gt = calloc(1, sizeof *gt);
@@ -235,6 +235,7 @@ graft_status ox_tensor_bind(graft_model *m, Onnx__TensorProto *t, const char *wh
     graft_status rc = GRAFT_OK;
     rec->p = t;
     rec->ext = -1;
+    rec->sparse = (flags & OX_T_SPARSE) != 0;
     uint64_t n = 1;
     for (size_t i = 0; i < t->n_dims; i++) {
         int64_t d = t->dims[i];
@@ -300,9 +301,9 @@ fail:
     return rc;
 }
 
-static graft_status bind_cb(void *ctx, Onnx__TensorProto *t, const char *where, graft_error *err)
+static graft_status bind_cb(void *ctx, Onnx__TensorProto *t, const char *where, int flags, graft_error *err)
 {
-    return ox_tensor_bind(ctx, t, where, err);
+    return ox_tensor_bind(ctx, t, where, flags, err);
 }
 
 /* ------------------------------------------------------------ load / free */
@@ -492,7 +493,7 @@ static void forget_tensor(graft_model *m, Onnx__TensorProto *t)
     }
 }
 
-static graft_status forget_cb(void *ctx, Onnx__TensorProto *t, const char *where, graft_error *err)
+static graft_status forget_cb(void *ctx, Onnx__TensorProto *t, const char *where, int flags, graft_error *err)
 {
     forget_tensor(ctx, t);
     return GRAFT_OK;

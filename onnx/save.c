@@ -69,7 +69,7 @@ static graft_status new_shard(save_ctx *c, graft_error *err)
     return GRAFT_OK;
 }
 
-static graft_status plan_cb(void *ctx, Onnx__TensorProto *t, const char *where, graft_error *err)
+static graft_status plan_cb(void *ctx, Onnx__TensorProto *t, const char *where, int flags, graft_error *err)
 {
     save_ctx *c = ctx;
     const graft_tensor *gt = ox_pmap_get(&c->m->tensors, t);
@@ -78,7 +78,8 @@ static graft_status plan_cb(void *ctx, Onnx__TensorProto *t, const char *where, 
     bool is_ext = t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     if (t->data_type == GRAFT_DTYPE_STRING) return GRAFT_OK;
     bool has_bytes = t->has_raw_data || is_ext;
-    bool to_ext = has_bytes && c->threshold >= 0 && rec->nbytes >= (uint64_t)c->threshold;
+    /* sparse parts stay inline: onnx and onnxruntime read no external data for them */
+    bool to_ext = has_bytes && !rec->sparse && c->threshold >= 0 && rec->nbytes >= (uint64_t)c->threshold;
     if (!to_ext && !is_ext) return GRAFT_OK; /* untouched */
     if (!ox_grow((void **)&c->sv, &c->cap_sv, c->n_sv + 1, sizeof *c->sv))
         return ox_err(err, GRAFT_ENOMEM, "%s: out of memory", c->out_path);

@@ -135,7 +135,7 @@ graft_status graft_tensor_load_pb(const char *path, graft_tensor **out, graft_er
     memset(&tmp, 0, sizeof tmp);
     tmp.path = (char *)path;
     tmp.dirfd = -1;
-    if ((rc = ox_tensor_bind(&tmp, p, "file", err)) != GRAFT_OK) goto done;
+    if ((rc = ox_tensor_bind(&tmp, p, "file", 0, err)) != GRAFT_OK) goto done;
     t = ox_pmap_get(&tmp.tensors, p);
     ox_pmap_free(&tmp.tensors);
     t->owned = p;

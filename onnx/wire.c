@@ -1,6 +1,8 @@
 /* Iterative protobuf wire-format check: well-formedness and nesting depth,
  * before protobuf-c's recursive unpack sees the bytes. A model nested
  * thousands of levels deep is refused here without recursing. */
+#include <string.h>
+
 #include "onnx/internal.h"
 
 typedef struct frame {
@@ -73,6 +75,13 @@ graft_status ox_wire_check(const uint8_t *buf, size_t len, const ProtobufCMessag
             }
             const ProtobufCFieldDescriptor *fd =
                 st[sp].desc ? protobuf_c_message_descriptor_get_field(st[sp].desc, field) : NULL;
+            if (fd && fd->type == PROTOBUF_C_TYPE_STRING && memchr(buf + pos, 0, (size_t)v)) {
+                /* C strings would silently end at the NUL: the name checked
+                 * would not be the name stored */
+                rc = ox_err(err, GRAFT_EINVAL, "%s: string field %s.%s at byte %zu contains a NUL byte", what,
+                            st[sp].desc->short_name, fd->name, at);
+                goto done;
+            }
             if (fd && fd->type == PROTOBUF_C_TYPE_MESSAGE) {
                 if (sp + 1 > max_depth) {
                     rc = ox_err(err, GRAFT_EINVAL,

@@ -7,7 +7,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 PKGS="gcc make pkg-config protobuf-c-compiler libprotobuf-c-dev libcriterion-dev
-zlib1g-dev libjansson-dev libpcre2-dev libutf8proc-dev strace python3 python3-venv"
+zlib1g-dev libjansson-dev libpcre2-dev libutf8proc-dev strace time python3 python3-venv"
 
 missing=""
 for p in $PKGS; do

@@ -73,9 +73,15 @@ class Runner:
         past: dict[str, np.ndarray] = {}
         for vi in self.dec_model.graph.input:
             if "past" in vi.name:
-                shp = _shape(vi, {"batch": 1, "batch_size": 1})
+                dims = vi.type.tensor_type.shape.dim
+                shp = _shape(vi, {})
                 shp[0] = 1
                 shp[2] = 0
+                # symbolic heads / head_dim (the builder's kv_cache_dim): the config's
+                if not dims[1].HasField("dim_value"):
+                    shp[1] = int(self.dec_cfg["num_key_value_heads"])
+                if not dims[3].HasField("dim_value"):
+                    shp[3] = int(self.dec_cfg["head_size"])
                 past[vi.name] = np.zeros(shp, NP[vi.type.tensor_type.elem_type])
         total = 0
         gen, logits_steps, presents = [], [], []
