@@ -70,13 +70,16 @@ def rope_caches(max_pos, rd, dtype=np.float32):
 
 
 def gqa_case(rng, name, B, S, past, Hq, Hkv, hd, *, window=-1, softcap=0.0, rotary=False, interleaved=False,
-             packed=False, seqlens=None, dtype=np.float32, scale=None, smooth=False, sink=False, tol=None):
+             packed=False, seqlens=None, dtype=np.float32, scale=None, smooth=False, sink=False, tol=None,
+             buf=0):
+    """buf: past/present buffer length (shared-buffer layout: past_key is
+    max-length, only `past` positions valid)."""
     total = past + S
     q = rnd(rng, B, S, Hq * hd, dtype=dtype)
     k = rnd(rng, B, S, Hkv * hd, dtype=dtype)
     v = rnd(rng, B, S, Hkv * hd, dtype=dtype)
-    pk = rnd(rng, B, Hkv, past, hd, dtype=dtype)
-    pv = rnd(rng, B, Hkv, past, hd, dtype=dtype)
+    pk = rnd(rng, B, Hkv, buf or past, hd, dtype=dtype)
+    pv = rnd(rng, B, Hkv, buf or past, hd, dtype=dtype)
     if seqlens is None:
         seqlens = [total - 1] * B
     attrs = {"num_heads": Hq, "kv_num_heads": Hkv}
@@ -203,6 +206,9 @@ def cases() -> list[Case]:
     cs.append(gqa_case(rng, "gqa_smooth_softmax", 1, 4, 2, 4, 2, 64, smooth=True))
     cs.append(gqa_case(rng, "gqa_head_sink", 1, 4, 2, 4, 2, 64, sink=True))
     cs.append(gqa_case(rng, "gqa_fp16_decode", 1, 1, 8, 8, 2, 64, dtype=np.float16))
+    cs.append(gqa_case(rng, "gqa_fp16_prompt", 1, 6, 0, 4, 2, 128, dtype=np.float16))
+    cs.append(gqa_case(rng, "gqa_shared_buffer_decode", 2, 1, 5, 4, 2, 64, buf=16))
+    cs.append(gqa_case(rng, "gqa_shared_buffer_window", 1, 1, 9, 4, 1, 256, buf=16, window=4))
     # ---- MultiHeadAttention
     for (B, S, L, P, H, hd, opts) in [(2, 5, 5, 0, 4, 64, {}), (1, 1, 1, 7, 4, 64, {"past": 1}),
                                       (2, 3, 6, 0, 2, 80, {"bias": 1}), (1, 4, 4, 3, 2, 128, {"past": 1, "kpm": 1}),
