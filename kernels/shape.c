@@ -565,6 +565,7 @@ static graft_status concat_run(rt_node *n, graft_error *err)
                               (long long)x->dims[d], (long long)x0->dims[d]);
         dims[axis] += x->dims[axis];
     }
+    if (n->n_in == 1) return view_out(n, 0, x0, r, dims, x0->data, err);
     rt_tensor *o = rt_out(n, 0, x0->dtype, r, dims, err);
     if (!o) return err->code;
     uint64_t outer = 1, inner = es;
@@ -777,21 +778,26 @@ static graft_status gather_run(rt_node *n, graft_error *err)
     for (int d = 0; d < axis; d++) dims[k++] = x->dims[d];
     for (int d = 0; d < ix->rank; d++) dims[k++] = ix->dims[d];
     for (int d = axis + 1; d < x->rank; d++) dims[k++] = x->dims[d];
-    rt_tensor *o = rt_out(n, 0, x->dtype, ro, dims, err);
-    if (!o) return err->code;
     uint64_t outer = 1, inner = es, ni = ix->numel;
     int64_t D = x->dims[axis];
     for (int d = 0; d < axis; d++) outer *= (uint64_t)x->dims[d];
     for (int d = axis + 1; d < x->rank; d++) inner *= (uint64_t)x->dims[d];
-    char *dst = o->data;
-    const char *src = x->data;
     for (uint64_t j = 0; j < ni; j++) {
         int64_t v = idx_at(ix, j);
         if (v < -D || v >= D)
             return rt_err(n, err, GRAFT_EINVAL, "index %lld out of range [-%lld, %lld)", (long long)v, (long long)D,
                           (long long)D);
     }
+    if (outer == 1 && ni == 1) { /* one contiguous block (e.g. one embedding row): a view */
+        int64_t v = idx_at(ix, 0);
+        v = v < 0 ? v + D : v;
+        return view_out(n, 0, x, ro, dims, (char *)x->data + (size_t)v * (size_t)inner, err);
+    }
+    rt_tensor *o = rt_out(n, 0, x->dtype, ro, dims, err);
+    if (!o) return err->code;
     if (!o->numel) return GRAFT_OK;
+    char *dst = o->data;
+    const char *src = x->data;
     size_t blk = (size_t)inner;
     for (uint64_t i = 0; i < outer; i++) {
         const char *base = src + (size_t)(i * (uint64_t)D) * blk;
