@@ -440,7 +440,7 @@ static graft_status squeeze_run(rt_node *n, graft_error *err)
     graft_status rc = axes_arg(n, axes, &na, err);
     if (rc) return rc;
     bool drop[RT_MAX_RANK] = {0};
-    if (na < 0) {
+    if (na <= 0) { /* absent or empty axes: every axis of size 1 (as onnxruntime) */
         for (int i = 0; i < x->rank; i++) drop[i] = x->dims[i] == 1;
     } else {
         for (int i = 0; i < na; i++) {
