@@ -407,10 +407,13 @@ static graft_status gqa_run(rt_node *n, graft_error *err)
     } else {
         if (q->dims[2] % Hq) return rt_err(n, err, GRAFT_EINVAL, "query width not a multiple of num_heads");
         hd = q->dims[2] / Hq;
-        if (k->rank != 3 || v->rank != 3 || k->dims[0] != B || k->dims[1] != S || k->dims[2] != Hkv * hd ||
-            v->dims[0] != B || v->dims[1] != S || v->dims[2] != Hkv * hd)
-            return rt_err(n, err, GRAFT_EINVAL, "key/value must be (batch, seq, kv_num_heads * head_size)");
+        /* an empty key/value (kv sequence 0): the layer reads a cache another
+         * layer already filled (shared-KV layers); nothing is appended */
+        if (k->rank != 3 || v->rank != 3 || k->dims[0] != B || (k->dims[1] != S && k->dims[1] != 0) ||
+            k->dims[2] != Hkv * hd || v->dims[0] != B || v->dims[1] != k->dims[1] || v->dims[2] != Hkv * hd)
+            return rt_err(n, err, GRAFT_EINVAL, "key/value must be (batch, seq or 0, kv_num_heads * head_size)");
     }
+    int64_t Skv = packed ? S : k->dims[1];
     int64_t Pbuf = 0;
     if (pk) {
         if (pk->rank != 4 || pv->rank != 4 || pk->dims[0] != B || pk->dims[1] != Hkv || pk->dims[3] != hd ||
@@ -459,7 +462,7 @@ static graft_status gqa_run(rt_node *n, graft_error *err)
     const float *PK = NULL, *PV = NULL;
     if (pk && (!(PK = in_f32(n, 3, 5, err)) || !(PV = in_f32(n, 4, 6, err)))) return err->code;
     for (int64_t b = 0; b < B; b++) {
-        int64_t keep = PK ? (past[b] < Pbuf ? past[b] : Pbuf) : 0;
+        int64_t keep = PK ? (past[b] + (Skv ? 0 : S) < Pbuf ? past[b] + (Skv ? 0 : S) : Pbuf) : 0;
         for (int64_t h = 0; h < Hkv; h++) {
             int64_t bh = b * Hkv + h;
             if (PK && PK != Kc) memcpy(Kc + bh * Lp * hd, PK + bh * Pbuf * hd, (size_t)(keep * hd) * sizeof(float));
@@ -470,12 +473,10 @@ static graft_status gqa_run(rt_node *n, graft_error *err)
     }
     /* Q (and K) copies for rotary */
     float *Qr = k_scratch_get(n, 7, (size_t)(B * S * Hq * hd) * sizeof(float) + 4, err);
-    float *Kr = k_scratch_get(n, 8, (size_t)(B * S * Hkv * hd) * sizeof(float) + 4, err);
+    float *Kr = k_scratch_get(n, 8, (size_t)(B * Skv * Hkv * hd) * sizeof(float) + 4, err);
     if (!Qr || !Kr) return err->code;
-    for (int64_t r = 0; r < B * S; r++) {
-        memcpy(Qr + r * Hq * hd, Qin + r * qrs, (size_t)(Hq * hd) * sizeof(float));
-        memcpy(Kr + r * Hkv * hd, Kin + r * krs, (size_t)(Hkv * hd) * sizeof(float));
-    }
+    for (int64_t r = 0; r < B * S; r++) memcpy(Qr + r * Hq * hd, Qin + r * qrs, (size_t)(Hq * hd) * sizeof(float));
+    for (int64_t r = 0; r < B * Skv; r++) memcpy(Kr + r * Hkv * hd, Kin + r * krs, (size_t)(Hkv * hd) * sizeof(float));
     if (rt_attr_int(n, "do_rotary", 0)) {
         if (!cc || !sc || cc->rank != 2 || sc->rank != 2 || cc->dims[1] != sc->dims[1] || cc->dims[0] != sc->dims[0])
             return rt_err(n, err, GRAFT_EINVAL, "do_rotary needs 2-D cos_cache and sin_cache of one shape");
@@ -493,13 +494,13 @@ static graft_status gqa_run(rt_node *n, graft_error *err)
         if (!C || !Sn) return err->code;
         int il = (int)rt_attr_int(n, "rotary_interleaved", 0);
         if (!rope_inplace(Qr, B, S, Hq, Hq * hd, hd, rd, pids, C, Sn, cc->dims[0], il) ||
-            !rope_inplace(Kr, B, S, Hkv, Hkv * hd, hd, rd, pids, C, Sn, cc->dims[0], il))
+            (Skv && !rope_inplace(Kr, B, S, Hkv, Hkv * hd, hd, rd, pids, C, Sn, cc->dims[0], il)))
             return rt_err(n, err, GRAFT_EINVAL, "a position is outside the cos/sin caches (%lld rows)",
                           (long long)cc->dims[0]);
     }
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Hkv; h++)
-            for (int64_t s = 0; s < S; s++) {
+            for (int64_t s = 0; s < Skv; s++) {
                 int64_t at = ((b * Hkv + h) * Lp + past[b] + s) * hd;
                 memcpy(Kc + at, Kr + (b * S + s) * Hkv * hd + h * hd, (size_t)hd * sizeof(float));
                 memcpy(Vc + at, Vin + (b * S + s) * krs + h * hd, (size_t)hd * sizeof(float));

@@ -71,15 +71,17 @@ def rope_caches(max_pos, rd, dtype=np.float32):
 
 def gqa_case(rng, name, B, S, past, Hq, Hkv, hd, *, window=-1, softcap=0.0, rotary=False, interleaved=False,
              packed=False, seqlens=None, dtype=np.float32, scale=None, smooth=False, sink=False, tol=None,
-             buf=0):
+             buf=0, shared_kv=False):
     """buf: past/present buffer length (shared-buffer layout: past_key is
     max-length, only `past` positions valid)."""
     total = past + S
     q = rnd(rng, B, S, Hq * hd, dtype=dtype)
-    k = rnd(rng, B, S, Hkv * hd, dtype=dtype)
-    v = rnd(rng, B, S, Hkv * hd, dtype=dtype)
-    pk = rnd(rng, B, Hkv, buf or past, hd, dtype=dtype)
-    pv = rnd(rng, B, Hkv, buf or past, hd, dtype=dtype)
+    k = rnd(rng, B, 0 if shared_kv else S, Hkv * hd, dtype=dtype)
+    v = rnd(rng, B, 0 if shared_kv else S, Hkv * hd, dtype=dtype)
+    # shared_kv: empty key/value; past is a cache another layer already filled (new tokens included)
+    plen = buf or (past + S if shared_kv else past)
+    pk = rnd(rng, B, Hkv, plen, hd, dtype=dtype)
+    pv = rnd(rng, B, Hkv, plen, hd, dtype=dtype)
     if seqlens is None:
         seqlens = [total - 1] * B
     attrs = {"num_heads": Hq, "kv_num_heads": Hkv}
@@ -207,6 +209,8 @@ def cases() -> list[Case]:
     cs.append(gqa_case(rng, "gqa_head_sink", 1, 4, 2, 4, 2, 64, sink=True))
     cs.append(gqa_case(rng, "gqa_fp16_decode", 1, 1, 8, 8, 2, 64, dtype=np.float16))
     cs.append(gqa_case(rng, "gqa_fp16_prompt", 1, 6, 0, 4, 2, 128, dtype=np.float16))
+    cs.append(gqa_case(rng, "gqa_shared_kv_prompt", 1, 5, 0, 4, 2, 64, shared_kv=True, rotary=True, window=3))
+    cs.append(gqa_case(rng, "gqa_shared_kv_decode", 2, 1, 7, 4, 2, 64, shared_kv=True, rotary=True))
     cs.append(gqa_case(rng, "gqa_shared_buffer_decode", 2, 1, 5, 4, 2, 64, buf=16))
     cs.append(gqa_case(rng, "gqa_shared_buffer_window", 1, 1, 9, 4, 1, 256, buf=16, window=4))
     # ---- MultiHeadAttention
