@@ -5,11 +5,6 @@
 
 #include "onnx/internal.h"
 
-typedef struct frame {
-    const ProtobufCMessageDescriptor *desc; /* NULL: unknown message, skipped */
-    size_t end;
-} frame;
-
 static int read_varint(const uint8_t *b, size_t end, size_t *pos, uint64_t *v)
 {
     uint64_t r = 0;
@@ -26,6 +21,44 @@ static int read_varint(const uint8_t *b, size_t end, size_t *pos, uint64_t *v)
     return -1;
 }
 
+typedef struct frame {
+    const ProtobufCMessageDescriptor *desc; /* NULL: unknown message, skipped */
+    size_t start, end;
+} frame;
+
+/* The name (field 8) of the innermost TensorProto on the stack, for
+ * messages about its contents; "" when none. */
+static void tensor_name(const uint8_t *buf, const frame *st, int sp, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (int f = sp; f >= 0; f--) {
+        if (st[f].desc != &onnx__tensor_proto__descriptor) continue;
+        size_t pos = st[f].start, end = st[f].end;
+        while (pos < end) {
+            uint64_t tag, v;
+            if (read_varint(buf, end, &pos, &tag) != 0) return;
+            unsigned wt = (unsigned)(tag & 7);
+            if (wt == 0) {
+                if (read_varint(buf, end, &pos, &v) != 0) return;
+            } else if (wt == 1 || wt == 5) {
+                pos += wt == 1 ? 8 : 4;
+            } else if (wt == 2) {
+                if (read_varint(buf, end, &pos, &v) != 0 || v > end - pos) return;
+                if ((tag >> 3) == 8) {
+                    size_t n = (size_t)v < cap - 1 ? (size_t)v : cap - 1;
+                    memcpy(out, buf + pos, n);
+                    out[n] = '\0';
+                    return;
+                }
+                pos += (size_t)v;
+            } else {
+                return;
+            }
+        }
+        return;
+    }
+}
+
 graft_status ox_wire_check(const uint8_t *buf, size_t len, const ProtobufCMessageDescriptor *desc,
                            int max_depth, const char *what, graft_error *err)
 {
@@ -35,6 +68,7 @@ graft_status ox_wire_check(const uint8_t *buf, size_t len, const ProtobufCMessag
     int sp = 0;
     size_t pos = 0;
     st[0].desc = desc;
+    st[0].start = 0;
     st[0].end = len;
     while (sp >= 0) {
         if (pos == st[sp].end) {
@@ -78,8 +112,12 @@ graft_status ox_wire_check(const uint8_t *buf, size_t len, const ProtobufCMessag
             if (fd && fd->type == PROTOBUF_C_TYPE_STRING && memchr(buf + pos, 0, (size_t)v)) {
                 /* C strings would silently end at the NUL: the name checked
                  * would not be the name stored */
-                rc = ox_err(err, GRAFT_EINVAL, "%s: string field %s.%s at byte %zu contains a NUL byte", what,
-                            st[sp].desc->short_name, fd->name, at);
+                char tn[128];
+                tensor_name(buf, st, sp, tn, sizeof tn);
+                rc = ox_err(err, GRAFT_EINVAL, "%s: %s%s%sstring field %s.%s at byte %zu ('%.*s' then a NUL byte) "
+                            "holds a NUL byte; refused", what, *tn ? "tensor '" : "", tn, *tn ? "': " : "",
+                            st[sp].desc->short_name, fd->name, at, (int)strnlen((const char *)buf + pos, (size_t)v),
+                            (const char *)buf + pos);
                 goto done;
             }
             if (fd && fd->type == PROTOBUF_C_TYPE_MESSAGE) {
@@ -91,6 +129,7 @@ graft_status ox_wire_check(const uint8_t *buf, size_t len, const ProtobufCMessag
                 }
                 sp++;
                 st[sp].desc = fd->descriptor;
+                st[sp].start = pos;
                 st[sp].end = pos + (size_t)v;
             } else {
                 pos += (size_t)v;
