@@ -9,6 +9,12 @@
 
 #include "kernels/kmath.h"
 
+/* The build's -O2 vectorises only loops with known trip counts; these
+ * elementwise and reduction loops are the point of this file. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
+
 /* ------------------------------------------------------------ float8 */
 
 typedef struct f8fmt {

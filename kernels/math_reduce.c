@@ -13,6 +13,12 @@
 
 #include "kernels/kmath.h"
 
+/* The build's -O2 vectorises only loops with known trip counts; these
+ * elementwise and reduction loops are the point of this file. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
+
 enum {
     R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_SUMSQ,
     R_ARGMAX, R_ARGMIN, R_CUMSUM, R_SOFTMAX, R_LOGSOFTMAX, R_HARDMAX, R_TOPK,
