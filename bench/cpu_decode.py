@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""CPU prefill and decode throughput: graft against onnxruntime's CPU
+provider, on the same export, prompt and thread count, in one run.
+
+    cpu_decode.py --graft build/graft EXPORT_DIR... [--threads 2]
+                  [--prompt-tokens 128] [--new-tokens 64] [--results bench/RESULTS.md]
+
+graft: `graft bench --json` (best of 3). onnxruntime: one InferenceSession
+(intra_op_num_threads = threads, all optimizations), prefill then greedy
+steps feeding present KV back, timed around session.run only (best of 3).
+Prints a table with the ratio graft / onnxruntime; appends it to RESULTS.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+NP = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
+      "tensor(int32)": np.int32}
+
+
+def ort_bench(export: str, threads: int, n_prompt: int, n_new: int) -> dict:
+    cfg = json.load(open(os.path.join(export, "genai_config.json")))
+    dec = cfg["model"]["decoder"]
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    s = ort.InferenceSession(os.path.join(export, dec["filename"]), so, providers=["CPUExecutionProvider"])
+    ins = {i.name: i for i in s.get_inputs()}
+    outs = [o.name for o in s.get_outputs()]
+    vocab = int(cfg["model"].get("vocab_size", 0)) or 512
+    best_pre, best_dec = 1e30, 1e30
+    for _ in range(3):
+        past = {}
+        for n, i in ins.items():
+            if n.startswith("past"):
+                shp = [1, i.shape[1] if isinstance(i.shape[1], int) else dec["num_key_value_heads"], 0,
+                       i.shape[3] if isinstance(i.shape[3], int) else dec["head_size"]]
+                past[n] = np.zeros(shp, NP[i.type])
+        ids = np.array([[(k * 7919 + 13) % vocab for k in range(n_prompt)]], np.int64)
+        total, t_pre, t_dec = 0, 0.0, 0.0
+        cur = ids
+        for step in range(n_new + 1):
+            n = cur.shape[1]
+            total += n
+            feed = dict(past)
+            feed["input_ids"] = cur.astype(NP[ins["input_ids"].type])
+            feed["attention_mask"] = np.ones((1, total), NP[ins["attention_mask"].type])
+            if "position_ids" in ins:
+                feed["position_ids"] = np.arange(total - n, total, dtype=NP[ins["position_ids"].type])[None]
+            t0 = time.perf_counter()
+            res = s.run(outs, feed)
+            dt = time.perf_counter() - t0
+            if step == 0:
+                t_pre = dt
+            else:
+                t_dec += dt
+            out = dict(zip(outs, res))
+            for k, v in out.items():
+                if k.startswith("present"):
+                    past[k.replace("present", "past_key_values")] = v
+            cur = np.array([[int(np.argmax(out["logits"][0, -1]))]], np.int64)
+        best_pre, best_dec = min(best_pre, t_pre), min(best_dec, t_dec)
+    return {"prefill_tok_s": n_prompt / best_pre, "decode_tok_s": n_new / best_dec}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--graft", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompt-tokens", type=int, default=128)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--results")
+    ap.add_argument("exports", nargs="+")
+    a = ap.parse_args()
+    env = dict(os.environ, GRAFT_THREADS=str(a.threads))
+    rows = []
+    for e in a.exports:
+        p = subprocess.run([a.graft, "bench", e, "--json", "--prompt-tokens", str(a.prompt_tokens),
+                            "--new-tokens", str(a.new_tokens)], capture_output=True, text=True, env=env)
+        if p.returncode:
+            print(f"{e}: graft bench failed: {p.stderr.strip()}")
+            continue
+        g = json.loads(p.stdout)
+        o = ort_bench(e, a.threads, a.prompt_tokens, a.new_tokens)
+        rows.append((os.path.basename(e.rstrip("/")), g, o))
+    hdr = (f"| export | graft prefill tok/s | ORT prefill tok/s | ratio | graft decode tok/s | "
+           f"ORT decode tok/s | ratio | graft peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+    lines = [hdr]
+    for name, g, o in rows:
+        lines.append(f"| {name} | {g['prefill_tok_s']:.1f} | {o['prefill_tok_s']:.1f} | "
+                     f"{g['prefill_tok_s'] / o['prefill_tok_s']:.2f}x | {g['decode_tok_s']:.1f} | "
+                     f"{o['decode_tok_s']:.1f} | {g['decode_tok_s'] / o['decode_tok_s']:.2f}x | {g['peak_rss_mb']:.0f} |")
+    table = "\n".join(lines)
+    print(table)
+    if a.results:
+        cmd = " ".join(sys.argv)
+        with open(a.results, "a", encoding="utf-8") as f:
+            f.write(f"\n## CPU decode vs onnxruntime {ort.__version__} ({datetime.date.today()}, "
+                    f"{a.threads} threads, prompt {a.prompt_tokens}, {a.new_tokens} new tokens)\n\n"
+                    f"`{cmd}`\n\n{table}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
