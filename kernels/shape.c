@@ -23,10 +23,9 @@
 /* Element size of t, or 0 with err set (sub-byte or non-numeric types). */
 static size_t need_es(const rt_node *n, const rt_tensor *t, graft_error *err)
 {
-    size_t es = rt_dtype_size(t->dtype);
-    if (!es || t->dtype == GRAFT_DTYPE_STRING)
-        rt_err(n, err, GRAFT_EUNSUPPORTED, "dtype %s not supported", graft_dtype_name(t->dtype));
-    return t->dtype == GRAFT_DTYPE_STRING ? 0 : es;
+    size_t es = t->dtype == GRAFT_DTYPE_STRING ? 0 : rt_dtype_size(t->dtype);
+    if (!es) rt_err(n, err, GRAFT_EUNSUPPORTED, "dtype %s not supported", graft_dtype_name(t->dtype));
+    return es;
 }
 
 static graft_status missing(const rt_node *n, graft_error *err, int i)
@@ -634,7 +633,8 @@ static graft_status split_run(rt_node *n, graft_error *err)
         sum += sizes[i];
     }
     if (sum != dim)
-        return rt_err(n, err, GRAFT_EINVAL, "split sizes sum to %lld, the axis has %lld", (long long)sum, (long long)dim);
+        return rt_err(n, err, GRAFT_EINVAL, "split sizes sum to %lld, the axis has %lld",
+                      (long long)sum, (long long)dim);
     uint64_t outer = 1, inner = es;
     for (int d = 0; d < axis; d++) outer *= (uint64_t)x->dims[d];
     for (int d = axis + 1; d < r; d++) inner *= (uint64_t)x->dims[d];
@@ -768,7 +768,8 @@ static graft_status gather_run(rt_node *n, graft_error *err)
     if (rc) return rc;
     int64_t axis_attr = rt_attr_int(n, "axis", 0);
     int axis = k_axis(axis_attr, x->rank);
-    if (axis < 0) return rt_err(n, err, GRAFT_EINVAL, "axis %lld out of range for rank %d", (long long)axis_attr, x->rank);
+    if (axis < 0)
+        return rt_err(n, err, GRAFT_EINVAL, "axis %lld out of range for rank %d", (long long)axis_attr, x->rank);
     size_t es = need_es(n, x, err);
     if (!es) return err->code;
     int ro = x->rank - 1 + ix->rank;
@@ -859,7 +860,8 @@ static graft_status gather_nd_run(rt_node *n, graft_error *err)
     if (ix->rank < 1 || b < 0 || b >= ix->rank || b >= x->rank)
         return rt_err(n, err, GRAFT_EINVAL, "bad batch_dims %lld", (long long)b);
     int64_t k = ix->dims[ix->rank - 1];
-    if (k < 1 || b + k > x->rank) return rt_err(n, err, GRAFT_EINVAL, "index tuples of %lld for rank %d", (long long)k, x->rank);
+    if (k < 1 || b + k > x->rank)
+        return rt_err(n, err, GRAFT_EINVAL, "index tuples of %lld for rank %d", (long long)k, x->rank);
     for (int d = 0; d < b; d++)
         if (x->dims[d] != ix->dims[d]) return rt_err(n, err, GRAFT_EINVAL, "batch dimensions differ");
     size_t es = need_es(n, x, err);
@@ -976,7 +978,8 @@ static graft_status scatter_nd_run(rt_node *n, graft_error *err)
     if (!es) return err->code;
     if (ix->rank < 1) return rt_err(n, err, GRAFT_EINVAL, "indices of rank 0");
     int64_t k = ix->dims[ix->rank - 1];
-    if (k < 1 || k > x->rank) return rt_err(n, err, GRAFT_EINVAL, "index tuples of %lld for rank %d", (long long)k, x->rank);
+    if (k < 1 || k > x->rank)
+        return rt_err(n, err, GRAFT_EINVAL, "index tuples of %lld for rank %d", (long long)k, x->rank);
     /* updates shape: indices.shape[:-1] + data.shape[k:] */
     int ur = ix->rank - 1 + x->rank - (int)k;
     int ok = u->rank == ur;
@@ -1347,7 +1350,8 @@ static graft_status trilu_run(rt_node *n, graft_error *err)
     if (x->rank < 2) return rt_err(n, err, GRAFT_EINVAL, "input rank %d < 2", x->rank);
     int64_t k = 0;
     if (tk) {
-        if (tk->numel != 1 || tk->dtype != GRAFT_DTYPE_INT64) return rt_err(n, err, GRAFT_EINVAL, "k must be an int64 scalar");
+        if (tk->numel != 1 || tk->dtype != GRAFT_DTYPE_INT64)
+            return rt_err(n, err, GRAFT_EINVAL, "k must be an int64 scalar");
         k = *(const int64_t *)tk->data;
     }
     int upper = rt_attr_int(n, "upper", 1) != 0;
@@ -1455,8 +1459,7 @@ static graft_status onehot_run(rt_node *n, graft_error *err)
     if (!o) return err->code;
     const char *off = tv->data, *on = (const char *)tv->data + es;
     fill_pattern(o->data, off, es, o->numel);
-    uint64_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; d++) outer *= (uint64_t)dims[d];
+    uint64_t inner = 1; /* index element i = (a, b): a before the axis, b after */
     for (int d = axis + 1; d < ro; d++) inner *= (uint64_t)dims[d];
     char *O = o->data;
     for (uint64_t i = 0; i < ix->numel; i++) {
@@ -1467,7 +1470,6 @@ static graft_status onehot_run(rt_node *n, graft_error *err)
         uint64_t a = i / inner, b = i % inner;
         memcpy(O + ((a * (uint64_t)depth + (uint64_t)c) * inner + b) * es, on, es);
     }
-    (void)outer;
     return GRAFT_OK;
 }
 
@@ -1481,14 +1483,12 @@ static graft_status eyelike_run(rt_node *n, graft_error *err)
     int64_t k = rt_attr_int(n, "k", 0);
     rt_tensor *o = rt_out(n, 0, dt, 2, x->dims, err);
     if (!o) return err->code;
-    size_t es = rt_dtype_size(dt);
     memset(o->data, 0, o->nbytes);
     int64_t R = x->dims[0], C = x->dims[1];
     for (int64_t i = 0; i < R; i++) {
         int64_t j = i + k;
         if (j >= 0 && j < C) set_f64(o->data, dt, (uint64_t)(i * C + j), 1.0);
     }
-    (void)es;
     return GRAFT_OK;
 }
 
@@ -1501,7 +1501,8 @@ static graft_status d2s_run(rt_node *n, graft_error *err)
     if (x->rank != 4) return rt_err(n, err, GRAFT_EINVAL, "input must be 4-D");
     int64_t b = rt_attr_int(n, "blocksize", 0);
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
-    if (b < 1 || C % (b * b)) return rt_err(n, err, GRAFT_EINVAL, "blocksize %lld does not divide %lld channels", (long long)b, (long long)C);
+    if (b < 1 || C % (b * b))
+        return rt_err(n, err, GRAFT_EINVAL, "blocksize %lld does not divide %lld channels", (long long)b, (long long)C);
     char mbuf[8];
     const char *mode = n->opset >= 11 ? rt_attr_string(n, "mode", mbuf, sizeof mbuf, "DCR") : "DCR";
     size_t es = need_es(n, x, err);
@@ -1526,7 +1527,8 @@ static graft_status s2d_run(rt_node *n, graft_error *err)
     if (x->rank != 4) return rt_err(n, err, GRAFT_EINVAL, "input must be 4-D");
     int64_t b = rt_attr_int(n, "blocksize", 0);
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
-    if (b < 1 || H % b || W % b) return rt_err(n, err, GRAFT_EINVAL, "blocksize %lld does not divide the image", (long long)b);
+    if (b < 1 || H % b || W % b)
+        return rt_err(n, err, GRAFT_EINVAL, "blocksize %lld does not divide the image", (long long)b);
     size_t es = need_es(n, x, err);
     if (!es) return err->code;
     int64_t od[4] = {N, C * b * b, H / b, W / b};
@@ -1591,7 +1593,8 @@ static graft_status revseq_run(rt_node *n, graft_error *err)
     int r = x->rank;
     int ba = k_axis(rt_attr_int(n, "batch_axis", 1), r), ta = k_axis(rt_attr_int(n, "time_axis", 0), r);
     if (r < 2 || ba < 0 || ta < 0 || ba == ta) return rt_err(n, err, GRAFT_EINVAL, "bad axes or rank");
-    if (sl->numel != (uint64_t)x->dims[ba]) return rt_err(n, err, GRAFT_EINVAL, "sequence_lens length differs from the batch");
+    if (sl->numel != (uint64_t)x->dims[ba])
+        return rt_err(n, err, GRAFT_EINVAL, "sequence_lens length differs from the batch");
     graft_status rc = check_index_type(n, sl, err);
     if (rc) return rc;
     size_t es = need_es(n, x, err);
