@@ -477,7 +477,11 @@ const char *graft_model_external_file(const graft_model *m, size_t i, uint64_t *
 const char *graft_tensor_name(const graft_tensor *t) { return ox_s(t->t.p->name); }
 int graft_tensor_dtype(const graft_tensor *t) { return t->t.p->data_type; }
 int graft_tensor_rank(const graft_tensor *t) { return (int)t->t.p->n_dims; }
-const int64_t *graft_tensor_dims(const graft_tensor *t) { return t->t.p->dims; }
+const int64_t *graft_tensor_dims(const graft_tensor *t)
+{
+    static const int64_t none[1] = {0};
+    return t->t.p->dims ? t->t.p->dims : none; /* never NULL: rank-0 callers memcpy 0 bytes from it */
+}
 uint64_t graft_tensor_numel(const graft_tensor *t) { return t->t.numel; }
 uint64_t graft_tensor_nbytes(const graft_tensor *t) { return t->t.nbytes; }
 const void *graft_tensor_data(const graft_tensor *t) { return t->t.data; }
