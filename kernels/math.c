@@ -6,16 +6,17 @@
  * fp16/bf16 are computed in fp32, block by block through a stack buffer;
  * fp32 and fp64 have their own tight loops. Dispatch is by a switch per
  * span (a row of the broadcast output), never per element. */
+/* The build's -O2 vectorises only loops with known trip counts; these
+ * elementwise and reduction loops are the point of this file. Set before
+ * the includes so that inline helpers (km_expf) get the same options. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
+#endif
+
 #include <float.h>
 #include <tgmath.h>
 
 #include "kernels/kmath.h"
-
-/* The build's -O2 vectorises only loops with known trip counts; these
- * elementwise and reduction loops are the point of this file. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
-#endif
 
 /* ------------------------------------------------------------ broadcasting */
 
@@ -151,6 +152,23 @@ static graft_status un_init(rt_node *n, graft_error *err)
     return GRAFT_OK;
 }
 
+/* exp: the vectorisable km_expf for float, libm for double */
+#define KEXP(v) _Generic((v), float: km_expf, default: exp)(v)
+
+static inline float sigm_f(float v)
+{
+    float e = km_expf(-fabs(v)), r = 1.0f / (1.0f + e);
+    return v >= 0 ? r : e * r;
+}
+
+static inline double sigm_d(double v)
+{
+    double e = exp(-fabs(v)), r = 1.0 / (1.0 + e);
+    return v >= 0 ? r : e * r;
+}
+
+#define SIGM(v) _Generic((v), float: sigm_f, default: sigm_d)(v)
+
 #define UN_LOOP(EXPR)                                                                      \
     for (uint64_t i = 0; i < cnt; i++) {                                                   \
         T v = x[i];                                                                        \
@@ -164,7 +182,7 @@ static graft_status un_init(rt_node *n, graft_error *err)
     switch (s->op) {                                                                       \
     case U_ABS: UN_LOOP(fabs(v)); break;                                                   \
     case U_NEG: UN_LOOP(-v); break;                                                        \
-    case U_EXP: UN_LOOP(exp(v)); break;                                                    \
+    case U_EXP: UN_LOOP(KEXP(v)); break;                                                   \
     case U_LOG: UN_LOOP(log(v)); break;                                                    \
     case U_SQRT: UN_LOOP(sqrt(v)); break;                                                  \
     case U_RECIP: UN_LOOP((T)1 / v); break;                                                \
@@ -173,7 +191,7 @@ static graft_status un_init(rt_node *n, graft_error *err)
     case U_TAN: UN_LOOP(tan(v)); break;                                                    \
     case U_TANH: UN_LOOP(tanh(v)); break;                                                  \
     case U_SIGMOID:                                                                        \
-        UN_LOOP(v >= 0 ? (T)1 / ((T)1 + exp(-v)) : exp(v) / ((T)1 + exp(v)));              \
+        UN_LOOP(SIGM(v));                                                                  \
         break;                                                                             \
     case U_RELU: UN_LOOP(v < 0 ? (T)0 : v); break;                                         \
     case U_ERF: UN_LOOP(erf(v)); break;                                                    \
@@ -194,8 +212,8 @@ static graft_status un_init(rt_node *n, graft_error *err)
     case U_HARDSIGMOID: UN_LOOP(fmax((T)0, fmin((T)1, A * v + B))); break;                 \
     case U_HARDSWISH: UN_LOOP(v * fmax((T)0, fmin((T)1, A * v + B))); break;               \
     case U_LEAKYRELU: UN_LOOP(v < 0 ? A * v : v); break;                                   \
-    case U_ELU: UN_LOOP(v < 0 ? A * (exp(v) - (T)1) : v); break;                           \
-    case U_SELU: UN_LOOP(v > 0 ? G * v : G * (A * exp(v) - A)); break;                     \
+    case U_ELU: UN_LOOP(v < 0 ? A * (KEXP(v) - (T)1) : v); break;                          \
+    case U_SELU: UN_LOOP(v > 0 ? G * v : G * (A * KEXP(v) - A)); break;                    \
     case U_CELU: UN_LOOP(v > 0 ? v : A * (exp(v / A) - (T)1)); break;                      \
     case U_THRELU: UN_LOOP(v > A ? v : (T)0); break;                                       \
     case U_MISH:                                                                           \
@@ -356,8 +374,15 @@ static inline uint16_t f2h(float f)
     uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
     if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
     if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-    if (a < 0x38800000u) return rt_f32_to_f16(f); /* subnormal: rare */
-    return (uint16_t)(sign | (((a - (112u << 23)) + 0xfffu + ((a >> 13) & 1u)) >> 13));
+    /* subnormal: adding 0.5 leaves |f| rounded (to nearest even) to a
+     * multiple of 2^-24 in the low mantissa bits */
+    float af, sub;
+    memcpy(&af, &a, 4);
+    sub = af + 0.5f;
+    uint32_t sb;
+    memcpy(&sb, &sub, 4);
+    uint32_t norm = ((a - (112u << 23)) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    return (uint16_t)(sign | (a < 0x38800000u ? sb - 0x3f000000u : norm));
 }
 
 static inline uint16_t f2bf(float f)

@@ -4,16 +4,17 @@
  *
  * Pairs of plain C types have a tight loop each; fp32 <-> fp16/bf16 too.
  * Everything else goes through double, block by block. */
+/* The build's -O2 vectorises only loops with known trip counts; these
+ * elementwise and reduction loops are the point of this file. Set before
+ * the includes so that inline helpers (km_expf) get the same options. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
+#endif
+
 #include <float.h>
 #include <math.h>
 
 #include "kernels/kmath.h"
-
-/* The build's -O2 vectorises only loops with known trip counts; these
- * elementwise and reduction loops are the point of this file. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
-#endif
 
 /* ------------------------------------------------------------ float8 */
 

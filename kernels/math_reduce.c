@@ -8,16 +8,17 @@
  * dimensions. fp32 over the last axis has tight loops with several
  * partial accumulators; other cases accumulate in double. Scratch buffers
  * live in the node state and only grow. */
+/* The build's -O2 vectorises only loops with known trip counts; these
+ * elementwise and reduction loops are the point of this file. Set before
+ * the includes so that inline helpers (km_expf) get the same options. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
+#endif
+
 #include <float.h>
 #include <math.h>
 
 #include "kernels/kmath.h"
-
-/* The build's -O2 vectorises only loops with known trip counts; these
- * elementwise and reduction loops are the point of this file. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
-#endif
 
 enum {
     R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_SUMSQ,
@@ -469,13 +470,24 @@ static graft_status cumsum_run(rt_node *n, graft_error *err)
 
 /* ------------------------------------------------------------ Softmax family */
 
+/* Sum of n floats with 16 partial sums (vectorises). */
+static float sum_f32(const float *x, int64_t n)
+{
+    float p[16] = {0}, s = 0;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int k = 0; k < 16; k++) p[k] += x[j + k];
+    for (int k = 0; k < 16; k++) s += p[k];
+    for (; j < n; j++) s += x[j];
+    return s;
+}
+
 /* One row of n contiguous floats, in place allowed. */
 static void softmax_row_f32(int op, const float *x, float *y, int64_t n)
 {
     float m = -INFINITY;
     int64_t am = 0;
-    for (int64_t j = 0; j < n; j++)
-        if (x[j] > m) m = x[j];
+    for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
     if (op == R_HARDMAX) {
         for (int64_t j = 0; j < n; j++)
             if (x[j] == m) {
@@ -486,19 +498,19 @@ static void softmax_row_f32(int op, const float *x, float *y, int64_t n)
         if (n) y[am] = 1;
         return;
     }
-    float sum = 0;
     if (op == R_SOFTMAX) {
-        for (int64_t j = 0; j < n; j++) {
-            float e = expf(x[j] - m);
-            y[j] = e;
-            sum += e;
-        }
-        float inv = 1.0f / sum;
+        for (int64_t j = 0; j < n; j++) y[j] = km_expf(x[j] - m);
+        float inv = 1.0f / sum_f32(y, n);
         for (int64_t j = 0; j < n; j++) y[j] *= inv;
     } else {
-        for (int64_t j = 0; j < n; j++) sum += expf(x[j] - m);
+        float sum = 0, p[16] = {0};
+        int64_t j = 0;
+        for (; j + 16 <= n; j += 16)
+            for (int k = 0; k < 16; k++) p[k] += km_expf(x[j + k] - m);
+        for (int k = 0; k < 16; k++) sum += p[k];
+        for (; j < n; j++) sum += km_expf(x[j] - m);
         float ls = m + logf(sum);
-        for (int64_t j = 0; j < n; j++) y[j] = x[j] - ls;
+        for (j = 0; j < n; j++) y[j] = x[j] - ls;
     }
 }
 
