@@ -186,9 +186,9 @@ Test(onnx_ir, absorb_moves_graph_with_prefix_and_weights)
     cr_assert_eq(graft_graph_node_count(ga), 2 * nodes);
     cr_assert_eq(graft_graph_initializer_count(ga), 2 * inits);
     cr_assert_not_null(graft_graph_producer(ga, out_name));
-    graft_model_free(b); /* a owns the moved weights now */
-    out0.name = out_name;
+    out0.name = out_name; /* out0's dim params are borrowed from b: add before freeing it */
     cr_assert_eq(graft_graph_add_output(ga, &out0, &err), GRAFT_OK);
+    graft_model_free(b); /* a owns the moved weights now */
     cr_assert_eq(graft_graph_toposort(ga, &err), GRAFT_OK, "%s", err.msg);
     char dir[] = "/tmp/graft_absorb_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
