@@ -94,15 +94,43 @@ bool tok_smap_put(tok_smap *m, const char *key, size_t klen, int32_t val); /* ov
 int32_t tok_smap_get(const tok_smap *m, const char *key, size_t klen);
 void tok_smap_free(tok_smap *m);
 
-/* uint64 → uint64 map (key UINT64_MAX reserved). */
+/* uint64 → uint64 map (key UINT64_MAX reserved): open addressing with
+ * linear probing, key and value side by side (one cache line a probe). */
+typedef struct tok_ukv {
+    uint64_t k, v;
+} tok_ukv;
 typedef struct tok_umap {
-    uint64_t *k, *v;
+    tok_ukv *e;
     size_t cap, n;
 } tok_umap;
 bool tok_umap_put(tok_umap *m, uint64_t key, uint64_t val);
 bool tok_umap_reserve(tok_umap *m, size_t n); /* room for n entries without rehashing */
-bool tok_umap_get(const tok_umap *m, uint64_t key, uint64_t *val);
 void tok_umap_free(tok_umap *m);
+static inline uint64_t tok_umix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+static inline void tok_umap_prefetch(const tok_umap *m, uint64_t key)
+{
+    if (m->cap) __builtin_prefetch(&m->e[tok_umix(key) & (m->cap - 1)]);
+}
+static inline bool tok_umap_get(const tok_umap *m, uint64_t key, uint64_t *val)
+{
+    size_t j;
+    if (!m->cap) return false;
+    j = tok_umix(key) & (m->cap - 1);
+    while (m->e[j].k != UINT64_MAX) {
+        if (m->e[j].k == key) {
+            *val = m->e[j].v;
+            return true;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    return false;
+}
 
 /* Byte trie: nodes hold a value (-1: none); children found through a map
  * keyed by (node << 8 | byte). */

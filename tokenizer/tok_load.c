@@ -561,6 +561,8 @@ static bool load_vocab_obj(ld *L, tok_model *m, const tj_val *v, const char *pat
 typedef struct mg {
     const char *a, *b;
     uint32_t al, bl, skip, ha, hb, hn;
+    uint32_t nid;
+    uint64_t key;
 } mg;
 
 static bool load_bpe(ld *L, tok_model *m, const tj_val *o, const char *path)
@@ -665,8 +667,13 @@ static bool load_bpe(ld *L, tok_model *m, const tj_val *o, const char *path)
             free(v);
             return false;
         }
-        if (!tok_umap_put(&m->merges, ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib,
-                          ((uint64_t)i << 32) | (uint32_t)nid)) {
+        g->key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
+        g->nid = (uint32_t)nid;
+    }
+    /* in rank order (a repeated pair keeps its last rank, as HF's map) */
+    for (size_t i = 0; i < nm; i++) {
+        if (i + 16 < nm) tok_umap_prefetch(&m->merges, v[i + 16].key);
+        if (!tok_umap_put(&m->merges, v[i].key, ((uint64_t)i << 32) | v[i].nid)) {
             free(v);
             return oom(L);
         }

@@ -392,34 +392,19 @@ void tok_smap_free(tok_smap *m)
     m->cap = m->n = 0;
 }
 
-static inline uint64_t umix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-}
-
 static bool umap_rehash(tok_umap *m, size_t ncap)
 {
-    uint64_t *k = malloc(ncap * sizeof *k), *v = malloc(ncap * sizeof *v);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return false;
-    }
-    memset(k, 0xFF, ncap * sizeof *k);
+    tok_ukv *e = malloc(ncap * sizeof *e);
+    if (!e) return false;
+    memset(e, 0xFF, ncap * sizeof *e);
     for (size_t i = 0; i < m->cap; i++) {
-        if (m->k[i] == UINT64_MAX) continue;
-        size_t j = umix(m->k[i]) & (ncap - 1);
-        while (k[j] != UINT64_MAX) j = (j + 1) & (ncap - 1);
-        k[j] = m->k[i];
-        v[j] = m->v[i];
+        if (m->e[i].k == UINT64_MAX) continue;
+        size_t j = tok_umix(m->e[i].k) & (ncap - 1);
+        while (e[j].k != UINT64_MAX) j = (j + 1) & (ncap - 1);
+        e[j] = m->e[i];
     }
-    free(m->k);
-    free(m->v);
-    m->k = k;
-    m->v = v;
+    free(m->e);
+    m->e = e;
     m->cap = ncap;
     return true;
 }
@@ -428,16 +413,16 @@ bool tok_umap_put(tok_umap *m, uint64_t key, uint64_t val)
 {
     size_t j;
     if ((m->n + 1) * 2 >= m->cap && !umap_rehash(m, m->cap ? m->cap * 2 : 64)) return false;
-    j = umix(key) & (m->cap - 1);
-    while (m->k[j] != UINT64_MAX) {
-        if (m->k[j] == key) {
-            m->v[j] = val;
+    j = tok_umix(key) & (m->cap - 1);
+    while (m->e[j].k != UINT64_MAX) {
+        if (m->e[j].k == key) {
+            m->e[j].v = val;
             return true;
         }
         j = (j + 1) & (m->cap - 1);
     }
-    m->k[j] = key;
-    m->v[j] = val;
+    m->e[j].k = key;
+    m->e[j].v = val;
     m->n++;
     return true;
 }
@@ -449,25 +434,9 @@ bool tok_umap_reserve(tok_umap *m, size_t n)
     return cap == m->cap || umap_rehash(m, cap);
 }
 
-bool tok_umap_get(const tok_umap *m, uint64_t key, uint64_t *val)
-{
-    size_t j;
-    if (!m->cap) return false;
-    j = umix(key) & (m->cap - 1);
-    while (m->k[j] != UINT64_MAX) {
-        if (m->k[j] == key) {
-            *val = m->v[j];
-            return true;
-        }
-        j = (j + 1) & (m->cap - 1);
-    }
-    return false;
-}
-
 void tok_umap_free(tok_umap *m)
 {
-    free(m->k);
-    free(m->v);
+    free(m->e);
     memset(m, 0, sizeof *m);
 }
 
