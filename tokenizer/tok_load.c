@@ -521,7 +521,8 @@ static bool vocab_set(ld *L, tok_model *m, const char *s, size_t n, long long id
     }
     m->token_off[id] = m->pool.len;
     m->token_len[id] = (uint32_t)n;
-    if (!tok_buf_add(&m->pool, s, n) || !tok_buf_addc(&m->pool, 0)) return oom(L);
+    if (!tok_buf_add(&m->pool, s, n)) return oom(L);
+    m->pool.len++; /* keep the NUL tok_buf_add wrote */
     return true;
 }
 
@@ -548,6 +549,28 @@ static bool vocab_finish(ld *L, tok_model *m)
 static bool load_vocab_obj(ld *L, tok_model *m, const tj_val *v, const char *path)
 {
     if (!v || !tj_is_object(v)) return fail(L, GRAFT_EINVAL, path, "\"vocab\" must be an object");
+    /* size the arrays and the pool once (errors are reported below) */
+    size_t bytes = 0;
+    long long top = -1;
+    for (size_t i = 0; i < v->n; i++) {
+        const tj_val *key = &v->u.items[2 * i], *id = &v->u.items[2 * i + 1];
+        bytes += key->n + 1;
+        if (tj_is_integer(id) && id->u.i > top && id->u.i < TOK_MAX_VOCAB) top = id->u.i;
+    }
+    if (top >= 0) {
+        size_t c1 = m->nvocab, c2 = m->nvocab, c3 = m->nvocab, need = (size_t)top + 1;
+        if (!tok_grow((void **)&m->tokens, &c1, need, sizeof *m->tokens) ||
+            !tok_grow((void **)&m->token_len, &c2, c1, sizeof *m->token_len) ||
+            !tok_grow((void **)&m->token_off, &c3, c1, sizeof *m->token_off))
+            return oom(L);
+        for (size_t i = m->nvocab; i < c1; i++) {
+            m->tokens[i] = NULL;
+            m->token_len[i] = 0;
+            m->token_off[i] = SIZE_MAX;
+        }
+        m->nvocab = c1; /* trimmed at the end */
+    }
+    if (!tok_buf_reserve(&m->pool, bytes)) return oom(L);
     for (size_t i = 0; i < v->n; i++) {
         const tj_val *key = &v->u.items[2 * i], *id = &v->u.items[2 * i + 1];
         if (!tj_is_integer(id))
@@ -643,10 +666,17 @@ static bool load_bpe(ld *L, tok_model *m, const tj_val *o, const char *path)
         return oom(L);
     }
     for (size_t i = 0; i < nm; i++) {
-        if (i + 8 < nm) {
-            __builtin_prefetch(&m->vmap[v[i + 8].ha & mask]);
-            __builtin_prefetch(&m->vmap[v[i + 8].hb & mask]);
-            __builtin_prefetch(&m->vmap[v[i + 8].hn & mask]);
+        if (i + 16 < nm) {
+            __builtin_prefetch(&m->vmap[v[i + 16].ha & mask]);
+            __builtin_prefetch(&m->vmap[v[i + 16].hb & mask]);
+            __builtin_prefetch(&m->vmap[v[i + 16].hn & mask]);
+        }
+        if (i + 8 < nm) { /* the slots are in cache by now: fetch the strings they name */
+            const tok_vent *ea = &m->vmap[v[i + 8].ha & mask], *eb = &m->vmap[v[i + 8].hb & mask],
+                           *en = &m->vmap[v[i + 8].hn & mask];
+            __builtin_prefetch(m->pool.p + ea->off);
+            __builtin_prefetch(m->pool.p + eb->off);
+            __builtin_prefetch(m->pool.p + en->off);
         }
         mg *g = &v[i];
         int32_t ia = tok_vocab_get_h(m, g->a, g->al, NULL, 0, g->ha);

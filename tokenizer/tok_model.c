@@ -445,15 +445,22 @@ int32_t tok_vocab_get(const tok_model *m, const char *s, size_t n)
 bool tok_vocab_build(tok_model *m)
 {
     size_t cap = 64;
-    while (cap < m->nvocab * 2 + 2) cap *= 2;
+    while (cap < m->nvocab * 2) cap *= 2; /* load factor <= 0.5 */
     free(m->vmap);
     m->vmap = calloc(cap, sizeof *m->vmap);
     if (!m->vmap) return false;
     m->vmap_cap = cap;
+    /* hash every token first (sequential), then insert with the slots
+     * prefetched a few tokens ahead: the inserts are random accesses
+     * into a table of megabytes */
+    uint32_t *hs = malloc((m->nvocab + 1) * sizeof *hs);
+    if (!hs) return false;
+    for (size_t i = 0; i < m->nvocab; i++)
+        hs[i] = m->tokens[i] ? (uint32_t)tok_hash(m->tokens[i], m->token_len[i]) : 0;
     for (size_t i = 0; i < m->nvocab; i++) {
+        if (i + 16 < m->nvocab) __builtin_prefetch(&m->vmap[hs[i + 16] & (cap - 1)], 1);
         if (!m->tokens[i]) continue;
-        uint32_t n = m->token_len[i], off = (uint32_t)(m->tokens[i] - m->pool.p);
-        uint32_t h = (uint32_t)tok_hash(m->tokens[i], n);
+        uint32_t n = m->token_len[i], off = (uint32_t)(m->tokens[i] - m->pool.p), h = hs[i];
         size_t j = h & (cap - 1);
         for (;;) {
             tok_vent *e = &m->vmap[j];
@@ -466,6 +473,7 @@ bool tok_vocab_build(tok_model *m)
             j = (j + 1) & (cap - 1);
         }
     }
+    free(hs);
     return true;
 }
 
