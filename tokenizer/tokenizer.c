@@ -1,7 +1,10 @@
 /* tokenizer/tokenizer.c — public API: load, encode, decode, streaming. */
 #include <errno.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tokenizer/tok_internal.h"
 
@@ -15,37 +18,70 @@ void graft_ids_free(graft_ids *ids)
 
 /* ------------------------------------------------------------ load */
 
-static graft_status read_file(const char *path, char **out, size_t *len, graft_error *err)
+/* The file's bytes: mapped (no copy; the page cache is shared) when it is
+ * a regular non-empty file, else read into a buffer. */
+typedef struct tok_file {
+    char *p;
+    size_t len;
+    bool mapped;
+} tok_file;
+
+static void file_release(tok_file *f)
 {
-    FILE *f = fopen(path, "rb");
+    if (f->mapped) munmap(f->p, f->len);
+    else free(f->p);
+    f->p = NULL;
+}
+
+static graft_status read_file(const char *path, tok_file *out, graft_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
     char *buf = NULL;
     size_t cap = 0, n = 0;
-    if (!f) return tok_err(err, GRAFT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    out->p = NULL;
+    out->len = 0;
+    out->mapped = false;
+    if (fd < 0) return tok_err(err, GRAFT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+        (unsigned long long)sb.st_size < (unsigned long long)SIZE_MAX) {
+        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        if (p != MAP_FAILED) {
+            close(fd);
+            out->p = p;
+            out->len = (size_t)sb.st_size;
+            out->mapped = true;
+            return GRAFT_OK;
+        }
+        cap = (size_t)sb.st_size + 1; /* read it in one go */
+    }
     for (;;) {
-        if (n + 65536 + 1 > cap) {
-            size_t nc = cap ? cap * 2 : 1 << 20;
+        if (n + 1 >= cap || !buf) {
+            size_t nc = !buf && cap ? cap : cap ? cap * 2 : 1 << 20;
             char *p = realloc(buf, nc);
             if (!p) {
                 free(buf);
-                fclose(f);
+                close(fd);
                 return tok_err(err, GRAFT_ENOMEM, "%s: out of memory", path);
             }
             buf = p;
             cap = nc;
         }
-        size_t k = fread(buf + n, 1, cap - n - 1, f);
-        n += k;
+        ssize_t k = read(fd, buf + n, cap - n - 1);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return tok_err(err, GRAFT_EIO, "%s: read error: %s", path, strerror(e));
+        }
         if (k == 0) break;
+        n += (size_t)k;
     }
-    if (ferror(f)) {
-        free(buf);
-        fclose(f);
-        return tok_err(err, GRAFT_EIO, "%s: read error", path);
-    }
-    fclose(f);
+    close(fd);
     buf[n] = 0;
-    *out = buf;
-    *len = n;
+    out->p = buf;
+    out->len = n;
     return GRAFT_OK;
 }
 
@@ -136,8 +172,8 @@ graft_status graft_tokenizer_load_json(const char *json, size_t len, const char 
 graft_status graft_tokenizer_load(const char *path, graft_tokenizer **out, graft_error *err)
 {
     struct stat sb;
-    char *file = NULL, *buf = NULL;
-    size_t len = 0;
+    char *file = NULL;
+    tok_file fb;
     graft_status st;
     *out = NULL;
     if (!path) return tok_err(err, GRAFT_EINVAL, "no tokenizer path given");
@@ -153,9 +189,11 @@ graft_status graft_tokenizer_load(const char *path, graft_tokenizer **out, graft
             return st;
         }
     }
-    st = read_file(file ? file : path, &buf, &len, err);
-    if (st == GRAFT_OK) st = graft_tokenizer_load_json(buf, len, file ? file : path, out, err);
-    free(buf);
+    st = read_file(file ? file : path, &fb, err);
+    if (st == GRAFT_OK) {
+        st = graft_tokenizer_load_json(fb.p, fb.len, file ? file : path, out, err);
+        file_release(&fb);
+    }
     free(file);
     return st;
 }
