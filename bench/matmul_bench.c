@@ -57,6 +57,70 @@ static int check(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, f
     return ok;
 }
 
+/* k_sgemm_packed (B prepacked, fp32 and fp16 storage) against the same reference */
+static int check_packed(int64_t M, int64_t N, int64_t K, unsigned *seed)
+{
+    float *A = malloc((size_t)(M * K + 1) * 4), *B = malloc((size_t)(K * N + 1) * 4);
+    float *C = malloc((size_t)(M * N + 1) * 4), *R = malloc((size_t)(M * N + 1) * 4);
+    uint16_t *B16 = malloc((size_t)(K * N + 1) * 2);
+    fill(A, (size_t)(M * K), seed);
+    fill(B, (size_t)(K * N), seed);
+    k_from_f32(GRAFT_DTYPE_FLOAT16, B, B16, (size_t)(K * N));
+    int ok = 1;
+    for (int half = 0; half < 2; half++) {
+        if (half) k_to_f32(GRAFT_DTYPE_FLOAT16, B16, B, (size_t)(K * N));
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++) s += (double)A[i * K + k] * B[k * N + j];
+                R[i * N + j] = (float)s;
+            }
+        k_bpack pb = {0};
+        if (!k_bpack_init(&pb, half ? GRAFT_DTYPE_FLOAT16 : GRAFT_DTYPE_FLOAT, half ? (void *)B16 : (void *)B, K, N))
+            return 0;
+        k_sgemm_packed(M, A, K, &pb, C, N);
+        k_bpack_free(&pb);
+        double maxe = 0;
+        for (int64_t i = 0; i < M * N; i++) {
+            double e = fabs(C[i] - R[i]) / (1.0 + fabs(R[i]));
+            if (e > maxe) maxe = e;
+        }
+        if (maxe >= 1e-4 * (1 + K / 256.0)) {
+            printf("MISMATCH packed%s M=%lld N=%lld K=%lld: max rel err %.3g\n", half ? " fp16" : "", (long long)M,
+                   (long long)N, (long long)K, maxe);
+            ok = 0;
+        }
+    }
+    free(A), free(B), free(C), free(R), free(B16);
+    return ok;
+}
+
+static void bench_packed(const char *label, int64_t M, int64_t N, int64_t K, double min_s)
+{
+    float *A = aligned_alloc(64, (size_t)(M * K) * 4 + 64), *B = aligned_alloc(64, (size_t)(K * N) * 4 + 64);
+    float *C = aligned_alloc(64, (size_t)(M * N) * 4 + 64);
+    unsigned seed = 7;
+    fill(A, (size_t)(M * K), &seed);
+    fill(B, (size_t)(K * N), &seed);
+    k_bpack pb = {0};
+    if (!k_bpack_init(&pb, GRAFT_DTYPE_FLOAT, B, K, N)) return;
+    k_sgemm_packed(M, A, K, &pb, C, N); /* warm */
+    int reps = 0;
+    double t0 = now(), t;
+    do {
+        k_sgemm_packed(M, A, K, &pb, C, N);
+        reps++;
+        t = now() - t0;
+    } while (t < min_s);
+    double per = t / reps, gf = 2.0 * (double)M * N * K / per * 1e-9;
+    printf("%-28s M=%-5lld N=%-6lld K=%-5lld pB  %8.3f ms  %7.2f GFLOP/s", label, (long long)M, (long long)N,
+           (long long)K, per * 1e3, gf);
+    if (M == 1) printf("  %6.2f GB/s of B", (double)K * N * 4 / per * 1e-9);
+    printf("\n");
+    k_bpack_free(&pb);
+    free(A), free(B), free(C);
+}
+
 static void bench(const char *label, int64_t M, int64_t N, int64_t K, int tb, double min_s)
 {
     float *A = aligned_alloc(64, (size_t)(M * K) * 4 + 64), *B = aligned_alloc(64, (size_t)(K * N) * 4 + 64);
@@ -94,7 +158,9 @@ int main(int argc, char **argv)
                 ok &= check(ta, tb, sizes[s][0], sizes[s][1], sizes[s][2], 1.0f, 0.0f, &seed);
                 ok &= check(ta, tb, sizes[s][0], sizes[s][1], sizes[s][2], 0.5f, 2.0f, &seed);
             }
-    printf("correctness: %s (%zu shapes x 4 transposes x 2 alpha/beta)\n", ok ? "ok" : "FAILED",
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) ok &= check_packed(sizes[s][0], sizes[s][1], sizes[s][2], &seed);
+    ok &= check_packed(1, 1000, 600, &seed) && check_packed(5, 300, 700, &seed) && check_packed(130, 77, 513, &seed);
+    printf("correctness: %s (%zu shapes x 4 transposes x 2 alpha/beta; prepacked B fp32/fp16)\n", ok ? "ok" : "FAILED",
            sizeof sizes / sizeof sizes[0]);
     printf("threads: %d\n", k_threads());
     double ms = quick ? 0.2 : 1.0;
@@ -104,5 +170,19 @@ int main(int argc, char **argv)
     bench("prefill GEMM", 64, 2048, 2048, 0, ms);
     bench("prefill GEMM (W^T)", 64, 2048, 2048, 1, ms);
     bench("square GEMM", 512, 512, 512, 0, ms);
+    /* llama100m prefill (128 tokens): qkv, o, gate/up, down, lm_head */
+    bench("llama100m qkv", 128, 1280, 768, 0, ms);
+    bench("llama100m o_proj", 128, 768, 768, 0, ms);
+    bench("llama100m gate/up", 128, 2048, 768, 0, ms);
+    bench("llama100m down", 128, 768, 2048, 0, ms);
+    bench("llama100m lm_head", 128, 16384, 768, 0, ms);
+    bench_packed("llama100m qkv", 128, 1280, 768, ms);
+    bench_packed("llama100m gate/up", 128, 2048, 768, ms);
+    bench_packed("llama100m down", 128, 768, 2048, ms);
+    bench_packed("llama100m lm_head", 128, 16384, 768, ms);
+    bench_packed("llama100m decode down", 1, 768, 2048, ms);
+    bench_packed("llama100m decode lm_head", 1, 16384, 768, ms);
+    bench("llama100m decode down", 1, 768, 2048, 0, ms);
+    bench("llama100m decode lm_head", 1, 16384, 768, 0, ms);
     return ok ? 0 : 1;
 }

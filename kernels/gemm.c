@@ -380,7 +380,9 @@ typedef struct gemm_job {
     int64_t lda, ldb, ldc;
     float *C;
     const float *Apack; /* all of A, packed */
-    int64_t n_nblocks, n_mchunks, mchunk;
+    const float *Bpre;  /* all of B, prepacked (k_bpack layout) or NULL */
+    int64_t Np;         /* prepacked B: columns padded to NR */
+    int64_t nbw, n_nblocks, n_mchunks, mchunk; /* column block width, blocks, row chunks */
 } gemm_job;
 
 static _Thread_local k_buf tl_apack, tl_bpack;
@@ -400,22 +402,38 @@ static void pack_a(const gemm_job *j, int64_t k0, int64_t kc, float *dst)
     }
 }
 
-/* Packs B depth [k0, k0+kc) x columns [n0, n0+nb) into NR-column panels. */
+/* Packs B depth [k0, k0+kc) x columns [n0, n0+nb) into NR-column panels.
+ * Untransposed B is read row by row (one contiguous run of nb floats per
+ * depth step, the next rows prefetched): the weights stream from memory
+ * here, so the access pattern decides the cost. */
+#define PF_ROWS 6
 static void pack_b(const gemm_job *j, int64_t k0, int64_t kc, int64_t n0, int64_t nb, float *dst)
 {
-    for (int64_t c0 = 0; c0 < nb; c0 += NR) {
-        int nr = (int)(nb - c0 < NR ? nb - c0 : NR);
-        if (!j->transB && nr == NR) {
-            for (int64_t k = 0; k < kc; k++)
-                memcpy(dst + k * NR, j->B + (k0 + k) * j->ldb + n0 + c0, NR * sizeof(float));
-        } else {
-            for (int64_t k = 0; k < kc; k++) {
-                float *d = dst + k * NR;
-                for (int c = 0; c < nr; c++)
-                    d[c] = j->transB ? j->B[(n0 + c0 + c) * j->ldb + k0 + k] : j->B[(k0 + k) * j->ldb + n0 + c0 + c];
-                for (int c = nr; c < NR; c++) d[c] = 0;
+    int64_t full = nb / NR * NR;
+    if (!j->transB) {
+        for (int64_t k = 0; k < kc; k++) {
+            const float *src = j->B + (k0 + k) * j->ldb + n0;
+            float *d = dst + k * NR;
+            if (k + PF_ROWS < kc)
+                for (int64_t c0 = 0; c0 < nb; c0 += NR) __builtin_prefetch(src + PF_ROWS * j->ldb + c0, 0, 0);
+            for (int64_t c0 = 0; c0 < full; c0 += NR) memcpy(d + c0 * kc, src + c0, NR * sizeof(float));
+            if (full < nb) {
+                float *t = d + full * kc;
+                int64_t nr = nb - full;
+                memcpy(t, src + full, (size_t)nr * sizeof(float));
+                memset(t + nr, 0, (size_t)(NR - nr) * sizeof(float));
             }
         }
+        return;
+    }
+    for (int64_t c0 = 0; c0 < nb; c0 += NR) {
+        int nr = (int)(nb - c0 < NR ? nb - c0 : NR);
+        for (int c = 0; c < nr; c++) {
+            const float *src = j->B + (n0 + c0 + c) * j->ldb + k0;
+            for (int64_t k = 0; k < kc; k++) dst[k * NR + c] = src[k];
+        }
+        for (int c = nr; c < NR; c++)
+            for (int64_t k = 0; k < kc; k++) dst[k * NR + c] = 0;
         dst += kc * NR;
     }
 }
@@ -424,7 +442,7 @@ static void gemm_task(void *ctx, int64_t t)
 {
     const gemm_job *j = ctx;
     int64_t nbi = t % j->n_nblocks, mci = t / j->n_nblocks;
-    int64_t n0 = nbi * NB, nb = j->N - n0 < NB ? j->N - n0 : NB;
+    int64_t n0 = nbi * j->nbw, nb = j->N - n0 < j->nbw ? j->N - n0 : j->nbw;
     int64_t m_lo = mci * j->mchunk, m_hi = m_lo + j->mchunk < j->M ? m_lo + j->mchunk : j->M;
     /* beta */
     for (int64_t i = m_lo; i < m_hi; i++) {
@@ -434,15 +452,19 @@ static void gemm_task(void *ctx, int64_t t)
             for (int64_t x = 0; x < nb; x++) c[x] *= j->beta;
     }
     int64_t nbp = (nb + NR - 1) / NR * NR;
-    float *Bp = k_buf_get(&tl_bpack, (size_t)(KC * nbp) * sizeof(float));
-    RT_ASSERT(Bp);
+    float *Bp = NULL;
+    if (!j->Bpre) {
+        Bp = k_buf_get(&tl_bpack, (size_t)(KC * nbp) * sizeof(float));
+        RT_ASSERT(Bp);
+    }
     int64_t Mp = (j->M + MR - 1) / MR * MR;
 #ifdef K_X86
     int simd = have_avx2();
 #endif
     for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
         int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
-        pack_b(j, k0, kc, n0, nb, Bp);
+        if (j->Bpre) Bp = (float *)j->Bpre + k0 * j->Np + n0 * kc;
+        else pack_b(j, k0, kc, n0, nb, Bp);
         const float *Ablk = j->Apack + k0 * Mp; /* slice k0: Mp x kc, panels of MR */
         for (int64_t mb = m_lo; mb < m_hi; mb += MC) {
             int64_t me = mb + MC < m_hi ? mb + MC : m_hi;
@@ -620,6 +642,51 @@ static void sgemv(int transA, int transB, int64_t N, int64_t K, float alpha, con
     }
 }
 
+/* The blocked GEMM (M > 1): B either packed per task from B, or Bpre (k_bpack layout, Np). */
+static void gemm_blocked(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                         const float *Bpre, int64_t Np)
+{
+    gemm_job j = {transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, NULL, Bpre, Np, 0, 0, 0, 0};
+    int64_t Mp = (M + MR - 1) / MR * MR;
+    float *Ap = k_buf_get(&tl_apack, (size_t)(Mp * K) * sizeof(float));
+    RT_ASSERT(Ap);
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        int64_t kc = K - k0 < KC ? K - k0 : KC;
+        pack_a(&j, k0, kc, Ap + k0 * Mp);
+    }
+    j.Apack = Ap;
+    int th = k_threads();
+    double work = (double)M * (double)N * (double)K;
+    /* column blocks of at most NB, narrower when that gives each thread
+     * about four (the pool hands tasks out dynamically, so small tasks
+     * even out both ragged shapes and a core taken by another process) */
+    int64_t panels = (N + NR - 1) / NR, want = work > 1e5 && th > 1 ? 4 * (int64_t)th : 1;
+    int64_t per = (panels + want - 1) / want;
+    if (per * NR > NB) per = NB / NR;
+    if (per < 4 && panels >= 4) per = 4;
+    if (per < 1) per = 1;
+    j.nbw = per * NR;
+    j.n_nblocks = (N + j.nbw - 1) / j.nbw;
+    j.mchunk = M;
+    j.n_mchunks = 1;
+    if (work > 1e5 && th > 1 && j.n_nblocks < 2 * th && M > MC) {
+        int64_t wantm = (2 * th + j.n_nblocks - 1) / j.n_nblocks;
+        int64_t ch = (M + wantm - 1) / wantm;
+        ch = (ch + MR - 1) / MR * MR;
+        if (ch < MC) ch = MC;
+        j.mchunk = ch;
+        j.n_mchunks = (M + ch - 1) / ch;
+    }
+    int64_t tasks = j.n_nblocks * j.n_mchunks;
+    if (work <= 1e5) {
+        for (int64_t t = 0; t < tasks; t++) gemm_task(&j, t);
+    } else {
+        k_parallel_for(tasks, gemm_task, &j);
+    }
+}
+
+
 void k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
@@ -633,34 +700,147 @@ void k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alph
         sgemv(transA, transB, N, K, alpha, A, lda, B, ldb, beta, C);
         return;
     }
-    gemm_job j = {transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, NULL, 0, 0, 0};
-    int64_t Mp = (M + MR - 1) / MR * MR;
-    float *Ap = k_buf_get(&tl_apack, (size_t)(Mp * K) * sizeof(float));
-    RT_ASSERT(Ap);
+    gemm_blocked(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, 0);
+}
+
+/* ------------------------------------------------------------ prepacked B */
+
+/* Layout: depth slices of KC; slice k0 (kc deep) holds Np/NR panels of
+ * kc x NR floats (columns past N zero), at Bp + k0 * Np + panel * kc * NR. */
+int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N)
+{
+    int64_t Np = (N + NR - 1) / NR * NR;
+    size_t es = dtype == GRAFT_DTYPE_DOUBLE ? 8 : dtype == GRAFT_DTYPE_FLOAT ? 4 : 2;
+    float *p = k_buf_get(&pb->buf, (size_t)(K * Np) * sizeof(float));
+    float row[NR];
+    if (!p || !k_is_float(dtype)) return 0;
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
         int64_t kc = K - k0 < KC ? K - k0 : KC;
-        pack_a(&j, k0, kc, Ap + k0 * Mp);
+        for (int64_t k = 0; k < kc; k++) {
+            const char *src = (const char *)B + (size_t)((k0 + k) * N) * es;
+            for (int64_t c0 = 0; c0 < N; c0 += NR) {
+                int64_t nr = N - c0 < NR ? N - c0 : NR;
+                k_to_f32(dtype, src + (size_t)c0 * es, row, (size_t)nr);
+                for (int64_t c = nr; c < NR; c++) row[c] = 0.0f;
+                memcpy(p + k0 * Np + c0 * kc + k * NR, row, sizeof row);
+            }
+        }
     }
-    j.Apack = Ap;
-    j.n_nblocks = (N + NB - 1) / NB;
-    int th = k_threads();
-    double work = (double)M * (double)N * (double)K;
-    j.mchunk = M;
-    j.n_mchunks = 1;
-    if (work > 1e5 && th > 1 && j.n_nblocks < 2 * th && M > MC) {
-        int64_t want = (2 * th + j.n_nblocks - 1) / j.n_nblocks;
-        int64_t ch = (M + want - 1) / want;
-        ch = (ch + MR - 1) / MR * MR;
-        if (ch < MC) ch = MC;
-        j.mchunk = ch;
-        j.n_mchunks = (M + ch - 1) / ch;
+    pb->p = p;
+    pb->K = K;
+    pb->N = N;
+    pb->Np = Np;
+    return 1;
+}
+
+void k_bpack_free(k_bpack *pb)
+{
+    k_buf_free(&pb->buf);
+    pb->p = NULL;
+    pb->K = pb->N = pb->Np = 0;
+}
+
+typedef struct pgemv_job {
+    const float *x, *P;
+    float *y;
+    int64_t K, N, Np, per; /* panels per task */
+} pgemv_job;
+
+#ifdef K_X86
+/* y[panels p0 .. p1) = x * P for the prepacked layout, four panels at a time */
+__attribute__((target("avx2,fma"))) static void pgemv_avx2(const pgemv_job *j, int64_t p0, int64_t p1, float *y)
+{
+    int64_t p = p0;
+    for (; p + 4 <= p1; p += 4) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        __m256 a4 = _mm256_setzero_ps(), a5 = _mm256_setzero_ps(), a6 = _mm256_setzero_ps(), a7 = _mm256_setzero_ps();
+        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
+            int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+            const float *b0 = j->P + k0 * j->Np + p * kc * NR, *b1 = b0 + kc * NR, *b2 = b1 + kc * NR,
+                        *b3 = b2 + kc * NR, *x = j->x + k0;
+            for (int64_t k = 0; k < kc; k++) {
+                __m256 xv = _mm256_broadcast_ss(x + k);
+                a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b0), a0);
+                a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b0 + 8), a1);
+                a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b1), a2);
+                a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b1 + 8), a3);
+                a4 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b2), a4);
+                a5 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b2 + 8), a5);
+                a6 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b3), a6);
+                a7 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b3 + 8), a7);
+                b0 += NR, b1 += NR, b2 += NR, b3 += NR;
+            }
+        }
+        float *o = y + (p - p0) * NR;
+        _mm256_storeu_ps(o, a0), _mm256_storeu_ps(o + 8, a1), _mm256_storeu_ps(o + 16, a2);
+        _mm256_storeu_ps(o + 24, a3), _mm256_storeu_ps(o + 32, a4), _mm256_storeu_ps(o + 40, a5);
+        _mm256_storeu_ps(o + 48, a6), _mm256_storeu_ps(o + 56, a7);
     }
-    int64_t tasks = j.n_nblocks * j.n_mchunks;
-    if (work <= 1e5) {
-        for (int64_t t = 0; t < tasks; t++) gemm_task(&j, t);
-    } else {
-        k_parallel_for(tasks, gemm_task, &j);
+    for (; p < p1; p++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
+            int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+            const float *b0 = j->P + k0 * j->Np + p * kc * NR, *x = j->x + k0;
+            for (int64_t k = 0; k < kc; k++, b0 += NR) {
+                __m256 xv = _mm256_broadcast_ss(x + k);
+                a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b0), a0);
+                a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b0 + 8), a1);
+            }
+        }
+        _mm256_storeu_ps(y + (p - p0) * NR, a0);
+        _mm256_storeu_ps(y + (p - p0) * NR + 8, a1);
     }
+}
+#endif
+
+static void pgemv_task(void *ctx, int64_t t)
+{
+    const pgemv_job *j = ctx;
+    int64_t p0 = t * j->per, p1 = p0 + j->per < j->Np / NR ? p0 + j->per : j->Np / NR;
+    float tmp[8 * NR];
+    for (int64_t q0 = p0; q0 < p1; q0 += 8) {
+        int64_t q1 = q0 + 8 < p1 ? q0 + 8 : p1;
+#ifdef K_X86
+        if (have_avx2()) {
+            pgemv_avx2(j, q0, q1, tmp);
+        } else
+#endif
+        {
+            memset(tmp, 0, sizeof tmp);
+            for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
+                int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+                for (int64_t q = q0; q < q1; q++) {
+                    const float *b = j->P + k0 * j->Np + q * kc * NR;
+                    float *o = tmp + (q - q0) * NR;
+                    for (int64_t k = 0; k < kc; k++)
+                        for (int c = 0; c < NR; c++) o[c] += j->x[k0 + k] * b[k * NR + c];
+                }
+            }
+        }
+        int64_t c0 = q0 * NR, n = (q1 * NR < j->N ? q1 * NR : j->N) - c0;
+        memcpy(j->y + c0, tmp, (size_t)n * sizeof(float));
+    }
+}
+
+void k_sgemm_packed(int64_t M, const float *A, int64_t lda, const k_bpack *pb, float *C, int64_t ldc)
+{
+    if (M <= 0 || pb->N <= 0) return;
+    if (pb->K <= 0) {
+        for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)pb->N * sizeof(float));
+        return;
+    }
+    if (M > 1) {
+        gemm_blocked(0, 0, M, pb->N, pb->K, 1.0f, A, lda, NULL, 0, 0.0f, C, ldc, pb->p, pb->Np);
+        return;
+    }
+    pgemv_job j = {A, pb->p, C, pb->K, pb->N, pb->Np, 0};
+    int64_t panels = pb->Np / NR, th = k_threads();
+    double work = (double)pb->K * (double)pb->N;
+    int64_t tasks = work < 65536 || th <= 1 ? 1 : 4 * th;
+    j.per = (panels + tasks - 1) / tasks;
+    j.per = (j.per + 3) / 4 * 4;
+    tasks = (panels + j.per - 1) / j.per;
+    k_parallel_for(tasks, pgemv_task, &j);
 }
 
 /* ------------------------------------------------------------ kernel scratch */

@@ -57,6 +57,23 @@ int k_is_float(int dtype);
 void k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* B (K x N, row-major, constant: a weight) packed once into the GEMM's
+ * panel layout, so that k_sgemm_packed streams it contiguously and never
+ * repacks it. */
+typedef struct k_bpack {
+    k_buf buf;
+    const float *p; /* NULL until packed */
+    int64_t K, N, Np;
+} k_bpack;
+
+/* Packs B (dtype float, float16, bfloat16 or double); 0 when out of memory
+ * or for another dtype. Packing again reuses the buffer. */
+int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N);
+void k_bpack_free(k_bpack *pb);
+/* C (M x N, row stride ldc) = A (M x K, row stride lda) * B, B prepacked.
+ * M == 1 is a GEMV streaming the packed panels once. */
+void k_sgemm_packed(int64_t M, const float *A, int64_t lda, const k_bpack *pb, float *C, int64_t ldc);
+
 /* Dot product of n floats. */
 float k_dot(const float *a, const float *b, int64_t n);
 /* y[i] += a * x[i] for n floats. */

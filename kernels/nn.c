@@ -27,6 +27,42 @@ static void out_f32_done(rt_tensor *o, const float *f)
 
 /* ------------------------------------------------------------ MatMul */
 
+/* MatMul state: the scratch buffers (first, so the k_scratch helpers see
+ * them) and, when B is a 2-D float weight, B prepacked once. */
+typedef struct matmul_state {
+    k_scratch s;
+    k_bpack pb;
+    const void *pb_key;
+    size_t pb_bytes;
+} matmul_state;
+
+static graft_status matmul_init(rt_node *n, graft_error *err)
+{
+    if (!(n->state = calloc(1, sizeof(matmul_state)))) return rt_err(n, err, GRAFT_ENOMEM, "out of memory");
+    return GRAFT_OK;
+}
+
+static void matmul_fini(rt_node *n)
+{
+    matmul_state *st = n->state;
+    if (st) k_bpack_free(&st->pb);
+    k_scratch_fini(n);
+}
+
+/* B prepacked when it is a constant 2-D float matrix worth packing; NULL otherwise. */
+static const k_bpack *matmul_packed_b(rt_node *n, const rt_tensor *b)
+{
+    matmul_state *st = n->state;
+    if (b->rank != 2 || !k_is_float(b->dtype) || b->dims[0] * b->dims[1] < 4096 || !k_input_is_const(n, 1))
+        return NULL;
+    if (st->pb.p && st->pb_key == b->data && st->pb_bytes == b->nbytes) return &st->pb;
+    st->pb_key = NULL;
+    if (!k_bpack_init(&st->pb, b->dtype, b->data, b->dims[0], b->dims[1])) return NULL; /* fall back */
+    st->pb_key = b->data;
+    st->pb_bytes = b->nbytes;
+    return &st->pb;
+}
+
 #define IMATMUL(T, ACC)                                                                    \
     do {                                                                                   \
         const T *A = a->data, *B = b->data;                                                \
@@ -93,11 +129,14 @@ static graft_status matmul_run(rt_node *n, graft_error *err)
     case GRAFT_DTYPE_FLOAT:
     case GRAFT_DTYPE_FLOAT16:
     case GRAFT_DTYPE_BFLOAT16: {
-        const float *A = k_input_f32(n, 0, 0, err), *B = k_input_f32(n, 1, 1, err);
-        if (!A || !B) return err->code;
+        const k_bpack *pb = b_shared ? matmul_packed_b(n, b) : NULL;
+        const float *A = k_input_f32(n, 0, 0, err), *B = pb ? NULL : k_input_f32(n, 1, 1, err);
+        if (!A || (!pb && !B)) return err->code;
         float *C = out_f32(n, o, 2, err);
         if (!C) return err->code;
-        if (b_shared) {
+        if (pb) {
+            k_sgemm_packed(nb * M, A, K, pb, C, N);
+        } else if (b_shared) {
             k_sgemm(0, 0, nb * M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
         } else {
             for (int64_t bi = 0; bi < nb; bi++)
@@ -548,7 +587,7 @@ static graft_status rotary_run(rt_node *n, graft_error *err)
 }
 
 const rt_kernel rt_kernels_nn[] = {
-    {"", "MatMul", 1, 0, k_scratch_init, matmul_run, k_scratch_fini},
+    {"", "MatMul", 1, 0, matmul_init, matmul_run, matmul_fini},
     {"", "Gemm", 7, 0, k_scratch_init, gemm_run, k_scratch_fini},
     {"", "LayerNormalization", 17, 0, k_scratch_init, layernorm_run, k_scratch_fini},
     {"", "RMSNormalization", 23, 0, k_scratch_init, rmsnorm_run, k_scratch_fini},
