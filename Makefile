@@ -34,21 +34,25 @@ CFLAGS   := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) -Iinclude -I. -
 LDFLAGS  := $(SANFLAGS)
 LDLIBS   := -lprotobuf-c -lz -ljansson -lpcre2-8 -lutf8proc -lm -lpthread
 
-# CUDA: compiled when nvcc is on PATH, left out cleanly otherwise.
+# CUDA: compiled when nvcc is on PATH, left out cleanly otherwise. CUDA
+# objects go to their own archive, $(BUILD)/libgraft_cuda.a, linked (with
+# CUDA_LDLIBS) only into the programs that use the GPU, so the CPU-only
+# programs never load the CUDA libraries.
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 ifeq ($(HAVE_NVCC),1)
-CU_SRCS   := $(wildcard kernels/*.cu runtime/*.cu)
+CU_SRCS   := $(wildcard kernels/cuda/*.cu runtime/cuda/*.cu)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))
-NVCCFLAGS := -O3 -std=c++17 -arch=sm_90 -Xcompiler -Wall,-Werror -Werror all-warnings \
+NVCCFLAGS := -O3 -std=c++17 -arch=sm_90 -lineinfo -Xcompiler -Wall,-Werror -Werror all-warnings \
              -Iinclude -I. -I$(GEN)
+CUDA_CFLAGS := -DGRAFT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
 else
 CU_SRCS   :=
+CUDA_CFLAGS :=
+CUDA_LDLIBS :=
 endif
-# Link the CUDA libraries only when there is CUDA code to link.
-ifneq ($(strip $(CU_SRCS)),)
-CFLAGS    += -DGRAFT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
-endif
+CUDA_OBJS := $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
+CUDA_LIB  := $(BUILD)/libgraft_cuda.a
 
 LIB_SRCS  := $(wildcard onnx/*.c compose/*.c runtime/*.c kernels/*.c tokenizer/*.c)
 CLI_SRCS  := $(wildcard cli/*.c)
@@ -58,7 +62,7 @@ UT_SRCS   := $(wildcard tests/unit/test_*.c)
 PB_C      := $(GEN)/onnx/onnx.pb-c.c
 PB_H      := $(GEN)/onnx/onnx.pb-c.h
 PB_O      := $(GEN)/onnx/onnx.pb-c.o
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o) $(PB_O)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(PB_O)
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB       := $(BUILD)/libgraft.a
 GRAFT     := $(BUILD)/graft
@@ -106,6 +110,11 @@ $(LIB): $(LIB_OBJS) $(BUILD)/libgraft.members
 	@mkdir -p $(@D)
 	rm -f $@
 	ar rcs $@ $(LIB_OBJS)
+
+$(CUDA_LIB): $(CUDA_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $(CUDA_OBJS)
 
 .PHONY: FORCE
 .SECONDARY:
