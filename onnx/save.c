@@ -122,6 +122,9 @@ static graft_status copy_bytes(save_ctx *c, const saved *s, graft_error *err)
             size_t want = len - done > OX_COPY_CHUNK ? OX_COPY_CHUNK : (size_t)(len - done);
             ssize_t r = copy_file_range(e->fd, &in, sh->fd, &out, want, 0);
             if (r <= 0) break; /* fall back to write() below */
+            /* write-behind: start writing this range to disk now, so the
+             * final fsync overlaps the copy instead of following it */
+            sync_file_range(sh->fd, (off_t)(s->offset + done), (off_t)r, SYNC_FILE_RANGE_WRITE);
             done += (uint64_t)r;
             if (c->opts && c->opts->progress) c->opts->progress(c->opts->progress_ctx, c->done + done, c->total);
         }
@@ -134,6 +137,7 @@ static graft_status copy_bytes(save_ctx *c, const saved *s, graft_error *err)
             return ox_err(err, GRAFT_EIO, "%s: writing tensor '%s' to '%s': %s", c->out_path,
                           ox_s(rec->p->name), sh->tmp, strerror(errno));
         }
+        sync_file_range(sh->fd, (off_t)(s->offset + done), (off_t)w, SYNC_FILE_RANGE_WRITE);
         if (rec->ext >= 0) { /* drop the source pages we touched */
             uintptr_t a = (uintptr_t)(rec->data + done) & ~(uintptr_t)4095;
             madvise((void *)a, (size_t)((uintptr_t)(rec->data + done + (size_t)w) - a), MADV_DONTNEED);
