@@ -37,10 +37,97 @@ struct att_core {
 
 static _Thread_local k_buf tl_rows;
 
+static _Thread_local k_buf tl_blk;
+
+#define ATT_QB 32 /* query rows per block of the GEMM form */
+
+/* The GEMM form of att_task for many query rows and no QK output: per
+ * block of ATT_QB rows, S = scale * Q K^T over the keys up to the last one
+ * any row of the block sees (causal blocks skip the rest), bias, softmax
+ * into P in place, Y = P V. Same arithmetic per element as the row form
+ * up to the order of the sums inside the two products. */
+static void att_task_blocked(const att_core *c, int64_t b, int64_t h)
+{
+    int64_t kh = h / (c->Hq / c->Hkv);
+    int64_t T = c->Tb ? c->Tb[b] : c->T, ldS = c->T + 1;
+    float *buf = k_buf_get(&tl_blk, (size_t)(2 * ATT_QB * ldS) * sizeof(float));
+    RT_ASSERT(buf);
+    float *S = buf, *bias = buf + ATT_QB * ldS;
+    const float *Kb = c->K + b * c->ks[0] + kh * c->ks[1], *Vb = c->V + b * c->vs[0] + kh * c->vs[1];
+    float sk = c->sink ? c->sink[h] : -INFINITY;
+    for (int64_t i0 = 0; i0 < c->Sq; i0 += ATT_QB) {
+        int64_t rows = c->Sq - i0 < ATT_QB ? c->Sq - i0 : ATT_QB, jend = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            float *bi = bias + r * ldS;
+            for (int64_t j = 0; j < T; j++) bi[j] = 0.0f;
+            if (c->bias) c->bias(c, b, h, i0 + r, bi);
+            for (int64_t j = T; j > jend; j--)
+                if (!(isinf(bi[j - 1]) && bi[j - 1] < 0)) {
+                    jend = j;
+                    break;
+                }
+        }
+        const float *q = c->Q + b * c->qs[0] + h * c->qs[1] + i0 * c->qs[2];
+        float *y = c->Y + b * c->ys[0] + h * c->ys[1] + i0 * c->ys[2];
+        /* QK^T with k_dots (the row form's k_dot sums, bit for bit: the
+         * fp32 fixtures' logit tolerance is tight), only up to each row's
+         * last visible key */
+        for (int64_t r = 0; r < rows; r++) {
+            float *s = S + r * ldS, *bi = bias + r * ldS;
+            int64_t je = jend;
+            while (je > 0 && isinf(bi[je - 1]) && bi[je - 1] < 0) je--;
+            k_dots(q + r * c->qs[2], Kb, c->ks[2], je, c->hd, s);
+            for (int64_t j = 0; j < je; j++) s[j] *= c->scale;
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            float *s = S + r * ldS, *bi = bias + r * ldS;
+            int all_masked = 1;
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < jend; j++) {
+                if (isinf(bi[j]) && bi[j] < 0) {
+                    s[j] = -INFINITY;
+                    continue;
+                }
+                all_masked = 0;
+                float d = s[j];
+                if (c->softcap > 0) d = c->softcap * tanhf(d / c->softcap);
+                d += bi[j];
+                s[j] = d;
+                if (d > mx) mx = d;
+            }
+            if (all_masked && (c->zero_masked || jend == 0)) {
+                for (int64_t j = 0; j < jend; j++) s[j] = 0.0f;
+                continue;
+            }
+            float m = mx > sk ? mx : sk;
+            if (isinf(m) && m < 0) m = 0;
+            double sum = 0;
+            for (int64_t j = 0; j < jend; j++) {
+                float e = expf(s[j] - m);
+                s[j] = e;
+                sum += e;
+            }
+            if (c->sink) sum += expf(sk - m);
+            float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+            for (int64_t j = 0; j < jend; j++) s[j] *= inv;
+        }
+        if (jend > 0) {
+            k_sgemm(0, 0, rows, c->vd, jend, 1.0f, S, ldS, Vb, c->vs[2], 0.0f, y, c->ys[2]);
+        } else {
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t x = 0; x < c->vd; x++) y[r * c->ys[2] + x] = 0.0f;
+        }
+    }
+}
+
 static void att_task(void *ctx, int64_t t)
 {
     const att_core *c = ctx;
     int64_t b = t / c->Hq, h = t % c->Hq, kh = h / (c->Hq / c->Hkv);
+    if (!c->qk && c->Sq >= 2) {
+        att_task_blocked(c, b, h);
+        return;
+    }
     int64_t T = c->Tb ? c->Tb[b] : c->T;
     float *rows = k_buf_get(&tl_rows, (size_t)(2 * c->T + 2) * sizeof(float));
     RT_ASSERT(rows);

@@ -268,6 +268,62 @@ __attribute__((target("avx2,fma"))) static void axpy_avx2(int64_t n, float a, co
 }
 #endif
 
+#ifdef K_X86
+/* out[j] = dot_avx2(a, B + j * ldb, n) for j in [0, nb), four rows of B at
+ * a time: each product keeps dot_avx2's two accumulators, order and final
+ * sum, so the results are bit-identical to k_dot. */
+__attribute__((target("avx2,fma"))) static void dots_avx2(const float *a, const float *B, int64_t ldb, int64_t nb,
+                                                          int64_t n, float *out)
+{
+    int64_t j = 0;
+    for (; j + 4 <= nb; j += 4) {
+        const float *b0 = B + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+        __m256 p0 = _mm256_setzero_ps(), q0 = _mm256_setzero_ps(), p1 = _mm256_setzero_ps(), q1 = _mm256_setzero_ps();
+        __m256 p2 = _mm256_setzero_ps(), q2 = _mm256_setzero_ps(), p3 = _mm256_setzero_ps(), q3 = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            __m256 x0 = _mm256_loadu_ps(a + i), x1 = _mm256_loadu_ps(a + i + 8);
+            p0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b0 + i), p0);
+            q0 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b0 + i + 8), q0);
+            p1 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b1 + i), p1);
+            q1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b1 + i + 8), q1);
+            p2 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b2 + i), p2);
+            q2 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b2 + i + 8), q2);
+            p3 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b3 + i), p3);
+            q3 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b3 + i + 8), q3);
+        }
+        for (; i + 8 <= n; i += 8) {
+            __m256 x0 = _mm256_loadu_ps(a + i);
+            p0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b0 + i), p0);
+            p1 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b1 + i), p1);
+            p2 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b2 + i), p2);
+            p3 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b3 + i), p3);
+        }
+        float s0 = hsum256(_mm256_add_ps(p0, q0)), s1 = hsum256(_mm256_add_ps(p1, q1));
+        float s2 = hsum256(_mm256_add_ps(p2, q2)), s3 = hsum256(_mm256_add_ps(p3, q3));
+        for (; i < n; i++) {
+            s0 += a[i] * b0[i];
+            s1 += a[i] * b1[i];
+            s2 += a[i] * b2[i];
+            s3 += a[i] * b3[i];
+        }
+        out[j] = s0, out[j + 1] = s1, out[j + 2] = s2, out[j + 3] = s3;
+    }
+    for (; j < nb; j++) out[j] = dot_avx2(a, B + j * ldb, n);
+}
+#endif
+
+void k_dots(const float *a, const float *B, int64_t ldb, int64_t nb, int64_t n, float *out)
+{
+#ifdef K_X86
+    if (have_avx2()) {
+        dots_avx2(a, B, ldb, nb, n, out);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < nb; j++) out[j] = k_dot(a, B + j * ldb, n);
+}
+
 float k_dot(const float *a, const float *b, int64_t n)
 {
 #ifdef K_X86
@@ -301,13 +357,13 @@ void k_axpy(int64_t n, float a, const float *x, float *y)
 #define MR 6
 #define NR 16
 #define KC 256
-#define MC 96  /* rows per L2 block of packed A (multiple of MR) */
+#define MC 240 /* rows per L2 block of packed A (multiple of MR; 240 x KC floats = 240 KiB) */
 #define NB 256 /* columns per task (multiple of NR) */
 
 /* C[mr x nr] (+)= alpha * Ap(kc x MR)^T Bp(kc x NR); `acc` says whether to
  * add to C (else C is overwritten). */
 static void ukr_c(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, float alpha, int mr,
-                  int nr)
+                  int nr, int store)
 {
     float acc[MR][NR];
     memset(acc, 0, sizeof acc);
@@ -317,12 +373,12 @@ static void ukr_c(int64_t kc, const float *Ap, const float *Bp, float *C, int64_
             for (int c = 0; c < NR; c++) acc[r][c] += a[r] * b[c];
     }
     for (int r = 0; r < mr; r++)
-        for (int c = 0; c < nr; c++) C[r * ldc + c] += alpha * acc[r][c];
+        for (int c = 0; c < nr; c++) C[r * ldc + c] = alpha * acc[r][c] + (store ? 0.0f : C[r * ldc + c]);
 }
 
 #ifdef K_X86
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *Ap, const float *Bp, float *C,
-                                                         int64_t ldc, float alpha, int mr, int nr)
+                                                         int64_t ldc, float alpha, int mr, int nr, int store)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
@@ -355,7 +411,13 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
     }
     __m256 va = _mm256_set1_ps(alpha);
     __m256 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    if (nr == NR) {
+    if (nr == NR && store) {
+        for (int r = 0; r < mr; r++) {
+            float *c = C + r * ldc;
+            _mm256_storeu_ps(c, _mm256_mul_ps(va, rows[r][0]));
+            _mm256_storeu_ps(c + 8, _mm256_mul_ps(va, rows[r][1]));
+        }
+    } else if (nr == NR) {
         for (int r = 0; r < mr; r++) {
             float *c = C + r * ldc;
             _mm256_storeu_ps(c, _mm256_fmadd_ps(va, rows[r][0], _mm256_loadu_ps(c)));
@@ -366,7 +428,7 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         for (int r = 0; r < mr; r++) {
             _mm256_storeu_ps(tmp, rows[r][0]);
             _mm256_storeu_ps(tmp + 8, rows[r][1]);
-            for (int c = 0; c < nr; c++) C[r * ldc + c] += alpha * tmp[c];
+            for (int c = 0; c < nr; c++) C[r * ldc + c] = alpha * tmp[c] + (store ? 0.0f : C[r * ldc + c]);
         }
     }
 }
@@ -444,13 +506,12 @@ static void gemm_task(void *ctx, int64_t t)
     int64_t nbi = t % j->n_nblocks, mci = t / j->n_nblocks;
     int64_t n0 = nbi * j->nbw, nb = j->N - n0 < j->nbw ? j->N - n0 : j->nbw;
     int64_t m_lo = mci * j->mchunk, m_hi = m_lo + j->mchunk < j->M ? m_lo + j->mchunk : j->M;
-    /* beta */
-    for (int64_t i = m_lo; i < m_hi; i++) {
-        float *c = j->C + i * j->ldc + n0;
-        if (j->beta == 0) memset(c, 0, (size_t)nb * sizeof(float));
-        else if (j->beta != 1)
+    /* beta (beta == 0: the first depth slice stores C without reading it) */
+    if (j->beta != 0 && j->beta != 1)
+        for (int64_t i = m_lo; i < m_hi; i++) {
+            float *c = j->C + i * j->ldc + n0;
             for (int64_t x = 0; x < nb; x++) c[x] *= j->beta;
-    }
+        }
     int64_t nbp = (nb + NR - 1) / NR * NR;
     float *Bp = NULL;
     if (!j->Bpre) {
@@ -468,18 +529,26 @@ static void gemm_task(void *ctx, int64_t t)
         const float *Ablk = j->Apack + k0 * Mp; /* slice k0: Mp x kc, panels of MR */
         for (int64_t mb = m_lo; mb < m_hi; mb += MC) {
             int64_t me = mb + MC < m_hi ? mb + MC : m_hi;
+            int store = k0 == 0 && j->beta == 0;
             for (int64_t c0 = 0; c0 < nb; c0 += NR) {
                 int nr = (int)(nb - c0 < NR ? nb - c0 : NR);
                 const float *bp = Bp + (c0 / NR) * kc * NR;
+                /* the next B panel (prepacked: from memory) is prefetched
+                 * a slice per micro-kernel call while this one runs */
+                const char *pf = (const char *)(bp + kc * NR);
+                int64_t pf_lines = c0 + NR < nb ? kc * NR * 4 / 64 : 0, npan = (me - mb + MR - 1) / MR;
+                int64_t pf_per = (pf_lines + npan - 1) / npan, pf_at = 0;
                 for (int64_t i0 = mb; i0 < me; i0 += MR) {
                     int mr = (int)(me - i0 < MR ? me - i0 : MR);
                     const float *ap = Ablk + (i0 / MR) * kc * MR;
                     float *c = j->C + i0 * j->ldc + n0 + c0;
+                    for (int64_t l = 0; l < pf_per && pf_at < pf_lines; l++, pf_at++)
+                        __builtin_prefetch(pf + pf_at * 64, 0, 3);
 #ifdef K_X86
-                    if (simd) ukr_avx2(kc, ap, bp, c, j->ldc, j->alpha, mr, nr);
+                    if (simd) ukr_avx2(kc, ap, bp, c, j->ldc, j->alpha, mr, nr, store);
                     else
 #endif
-                        ukr_c(kc, ap, bp, c, j->ldc, j->alpha, mr, nr);
+                        ukr_c(kc, ap, bp, c, j->ldc, j->alpha, mr, nr, store);
                 }
             }
         }

@@ -76,6 +76,9 @@ void k_sgemm_packed(int64_t M, const float *A, int64_t lda, const k_bpack *pb, f
 
 /* Dot product of n floats. */
 float k_dot(const float *a, const float *b, int64_t n);
+/* out[j] = k_dot(a, B + j * ldb, n) for j in [0, nb), bit-identical to
+ * k_dot (same order of sums) but several rows of B per pass over a. */
+void k_dots(const float *a, const float *B, int64_t ldb, int64_t nb, int64_t n, float *out);
 /* y[i] += a * x[i] for n floats. */
 void k_axpy(int64_t n, float a, const float *x, float *y);
 
