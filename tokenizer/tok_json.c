@@ -22,7 +22,11 @@ typedef struct tj_p {
     tj_val *stack; /* children being collected */
     size_t sn, scap;
     bool failed;
+    const tj_hooks *hooks;
 } tj_p;
+
+/* Where a value sits, for the streamed containers. */
+enum { H_NONE, H_ROOT, H_MODEL, H_VOCAB, H_MERGES };
 
 static void *arena_alloc(tj_doc *d, size_t n)
 {
@@ -40,6 +44,26 @@ static void *arena_alloc(tj_doc *d, size_t n)
     void *p = (char *)c->data + c->used;
     c->used += n;
     return p;
+}
+
+typedef struct tj_mark {
+    tj_chunk *c;
+    size_t used;
+} tj_mark;
+
+static tj_mark arena_mark(tj_doc *d)
+{
+    return (tj_mark){d->chunks, d->chunks ? d->chunks->used : 0};
+}
+
+static void arena_reset(tj_doc *d, tj_mark m)
+{
+    while (d->chunks != m.c) {
+        tj_chunk *n = d->chunks->next;
+        free(d->chunks);
+        d->chunks = n;
+    }
+    if (m.c) m.c->used = m.used;
 }
 
 void tj_doc_free(tj_doc *d)
@@ -84,6 +108,16 @@ static void skip_ws(tj_p *p)
         p->s++;
 }
 
+/* Nonzero when some byte of w is zero / below n (n <= 128). */
+static inline uint64_t swar_zero(uint64_t w)
+{
+    return (w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull;
+}
+static inline uint64_t swar_less(uint64_t w, uint64_t n)
+{
+    return (w - 0x0101010101010101ull * n) & ~w & 0x8080808080808080ull;
+}
+
 static int hex4(const char *s)
 {
     int v = 0;
@@ -101,24 +135,42 @@ static int hex4(const char *s)
 static bool parse_string(tj_p *p, tj_val *out)
 {
     const char *q = p->s + 1, *open = p->s;
-    /* fast scan: length of the raw run, and whether it has escapes */
+    /* fast scan, eight bytes at a time while none is '"', '\\' or a
+     * control char: length of the raw run, whether it has escapes, and
+     * whether any byte is non-ASCII (only then is UTF-8 checked) */
     const char *r = q;
     bool esc = false;
-    while (r < p->end && *r != '"') {
-        if (*r == '\\') {
+    uint64_t hi = 0;
+    for (;;) {
+        while (p->end - r >= 8) {
+            uint64_t w;
+            memcpy(&w, r, 8);
+            if (swar_zero(w ^ 0x2222222222222222ull) | swar_zero(w ^ 0x5C5C5C5C5C5C5C5Cull) |
+                swar_less(w, 0x20))
+                break;
+            hi |= w;
+            r += 8;
+        }
+        if (r >= p->end) break;
+        unsigned char c = (unsigned char)*r;
+        if (c == '"') break;
+        if (c == '\\') {
             esc = true;
-            r++;
-        } else if ((unsigned char)*r < 0x20)
-            return fail_at(p, r, "control character in string");
+            r += 2;
+            continue;
+        }
+        if (c < 0x20) return fail_at(p, r, "control character in string");
+        hi |= c;
         r++;
     }
     if (r >= p->end) return fail_at(p, open, "unterminated string");
+    bool ascii = !(hi & 0x8080808080808080ull);
     size_t raw = (size_t)(r - q);
     char *dst = arena_alloc(p->doc, raw + 1);
     if (!dst) return fail_at(p, q, "out of memory");
     size_t n = 0;
     if (!esc) {
-        if (!tok_utf8_valid(q, raw)) return fail_at(p, q, "invalid UTF-8 in string");
+        if (!ascii && !tok_utf8_valid(q, raw)) return fail_at(p, q, "invalid UTF-8 in string");
         memcpy(dst, q, raw);
         n = raw;
     } else {
@@ -128,7 +180,8 @@ static bool parse_string(tj_p *p, tj_val *out)
                 q++;
                 continue;
             }
-            if (!tok_utf8_valid(seg, (size_t)(q - seg))) return fail_at(p, seg, "invalid UTF-8 in string");
+            if (!ascii && !tok_utf8_valid(seg, (size_t)(q - seg)))
+                return fail_at(p, seg, "invalid UTF-8 in string");
             memcpy(dst + n, seg, (size_t)(q - seg));
             n += (size_t)(q - seg);
             char c = q[1];
@@ -163,7 +216,8 @@ static bool parse_string(tj_p *p, tj_val *out)
             }
             seg = q;
         }
-        if (!tok_utf8_valid(seg, (size_t)(r - seg))) return fail_at(p, seg, "invalid UTF-8 in string");
+        if (!ascii && !tok_utf8_valid(seg, (size_t)(r - seg)))
+            return fail_at(p, seg, "invalid UTF-8 in string");
         memcpy(dst + n, seg, (size_t)(r - seg));
         n += (size_t)(r - seg);
     }
@@ -235,7 +289,7 @@ static bool push(tj_p *p, const tj_val *v)
     return true;
 }
 
-static bool parse_value(tj_p *p, tj_val *out, int depth);
+static bool parse_value(tj_p *p, tj_val *out, int depth, int where);
 
 static bool close_container(tj_p *p, size_t base, tj_val *out, tj_type t, size_t count)
 {
@@ -250,13 +304,73 @@ static bool close_container(tj_p *p, size_t base, tj_val *out, tj_type t, size_t
     return true;
 }
 
-static bool parse_value(tj_p *p, tj_val *out, int depth)
+static bool key_is(const tj_val *k, const char *s, size_t n)
+{
+    return k->n == n && memcmp(k->u.s, s, n) == 0;
+}
+
+/* Elements of a streamed container: each parsed into the arena, handed to
+ * the hook, and its memory taken back. */
+static bool parse_streamed(tj_p *p, tj_val *out, int depth, int which)
+{
+    bool obj = which == TJ_SV_VOCAB;
+    size_t count = 0, base = p->sn;
+    const tj_hooks *h = p->hooks;
+    if (h->begin && !h->begin(h->ctx, which)) return fail_at(p, p->s, "out of memory");
+    p->s++;
+    /* room so that small elements never need a chunk of their own */
+    if (!p->doc->chunks || p->doc->chunks->cap - p->doc->chunks->used < (64u << 10)) {
+        if (!arena_alloc(p->doc, 1u << 20)) return fail_at(p, p->s, "out of memory");
+        p->doc->chunks->used = 0;
+    }
+    tj_mark mark = arena_mark(p->doc);
+    skip_ws(p);
+    if (p->s < p->end && *p->s == (obj ? '}' : ']')) {
+        p->s++;
+        goto done;
+    }
+    for (;;) {
+        tj_val k, v;
+        skip_ws(p);
+        if (obj) {
+            if (p->s >= p->end || *p->s != '"') return fail_at(p, p->s, "expected a string key");
+            if (!parse_string(p, &k)) return false;
+            skip_ws(p);
+            if (p->s >= p->end || *p->s != ':') return fail_at(p, p->s, "expected ':'");
+            p->s++;
+        }
+        if (!parse_value(p, &v, depth + 1, H_NONE)) return false;
+        if (!h->elem(h->ctx, which, count, obj ? &k : NULL, &v)) return fail_at(p, p->s, "out of memory");
+        arena_reset(p->doc, mark);
+        p->sn = base;
+        count++;
+        skip_ws(p);
+        if (p->s < p->end && *p->s == ',') {
+            p->s++;
+            continue;
+        }
+        if (p->s < p->end && *p->s == (obj ? '}' : ']')) {
+            p->s++;
+            break;
+        }
+        return fail_at(p, p->s, obj ? "expected ',' or '}'" : "expected ',' or ']'");
+    }
+done:
+    out->type = TJ_STREAMED;
+    out->n = (uint32_t)count;
+    out->u.i = which;
+    return true;
+}
+
+static bool parse_value(tj_p *p, tj_val *out, int depth, int where)
 {
     skip_ws(p);
     if (p->s >= p->end) return fail_at(p, p->s, "unexpected end of input");
     if (depth > TJ_MAX_DEPTH) return fail_at(p, p->s, "nesting too deep");
     char c = *p->s;
     if (c == '"') return parse_string(p, out);
+    if (where == H_VOCAB && c == '{') return parse_streamed(p, out, depth, TJ_SV_VOCAB);
+    if (where == H_MERGES && c == '[') return parse_streamed(p, out, depth, TJ_SV_MERGES);
     if (c == '{' || c == '[') {
         bool obj = c == '{';
         size_t base = p->sn, count = 0;
@@ -268,15 +382,20 @@ static bool parse_value(tj_p *p, tj_val *out, int depth)
         }
         for (;;) {
             tj_val v;
+            int sub = H_NONE;
             skip_ws(p);
             if (obj) {
                 if (p->s >= p->end || *p->s != '"') return fail_at(p, p->s, "expected a string key");
-                if (!parse_string(p, &v) || !push(p, &v)) return fail_at(p, p->s, "out of memory");
+                if (!parse_string(p, &v)) return false;
+                if (!push(p, &v)) return fail_at(p, p->s, "out of memory");
+                if (where == H_ROOT && key_is(&v, "model", 5)) sub = H_MODEL;
+                else if (where == H_MODEL && key_is(&v, "vocab", 5)) sub = H_VOCAB;
+                else if (where == H_MODEL && key_is(&v, "merges", 6)) sub = H_MERGES;
                 skip_ws(p);
                 if (p->s >= p->end || *p->s != ':') return fail_at(p, p->s, "expected ':'");
                 p->s++;
             }
-            if (!parse_value(p, &v, depth + 1)) return false;
+            if (!parse_value(p, &v, depth + 1, p->hooks ? sub : H_NONE)) return false;
             if (!push(p, &v)) return fail_at(p, p->s, "out of memory");
             count++;
             skip_ws(p);
@@ -310,9 +429,9 @@ static bool parse_value(tj_p *p, tj_val *out, int depth)
     return fail_at(p, p->s, "invalid token");
 }
 
-bool tj_parse(const char *src, size_t len, tj_doc *doc)
+bool tj_parse(const char *src, size_t len, tj_doc *doc, const tj_hooks *hooks)
 {
-    tj_p p = {src, src + len, src, doc, NULL, 0, 0, false};
+    tj_p p = {src, src + len, src, doc, NULL, 0, 0, false, hooks};
     tj_val *root;
     memset(doc, 0, sizeof *doc);
     root = arena_alloc(doc, sizeof *root);
@@ -321,7 +440,7 @@ bool tj_parse(const char *src, size_t len, tj_doc *doc)
         snprintf(doc->err_text, sizeof doc->err_text, "out of memory");
         return false;
     }
-    if (!parse_value(&p, root, 0)) {
+    if (!parse_value(&p, root, 0, H_ROOT)) {
         free(p.stack);
         return false;
     }

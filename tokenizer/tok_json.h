@@ -21,7 +21,15 @@ typedef enum tj_type {
     TJ_STRING,
     TJ_ARRAY,
     TJ_OBJECT,
+    TJ_STREAMED, /* a container handed to tj_hooks: n elements, u.i = TJ_SV_* */
 } tj_type;
+
+/* Streamed containers: the two large members of tokenizer.json,
+ * root "model" → "vocab" (an object) and → "merges" (an array), are not
+ * kept in the document: each element is parsed and handed to a callback,
+ * then its memory is reused. The document holds a TJ_STREAMED value in
+ * their place. A later duplicate of either calls begin again. */
+enum { TJ_SV_VOCAB, TJ_SV_MERGES };
 
 typedef struct tj_val tj_val;
 struct tj_val {
@@ -42,10 +50,19 @@ typedef struct tj_doc {
     char err_text[160];
 } tj_doc;
 
+typedef struct tj_hooks {
+    void *ctx;
+    /* A streamed container starts (which: TJ_SV_*). */
+    bool (*begin)(void *ctx, int which);
+    /* Element i: key (vocab; NULL for merges) and value, valid during the
+     * call only. false: out of memory. */
+    bool (*elem)(void *ctx, int which, size_t i, const tj_val *key, const tj_val *val);
+} tj_hooks;
+
 /* Parses len bytes. Returns true with doc->root set, or false with the
  * error position and text in doc. tj_doc_free releases the arena either
- * way. */
-bool tj_parse(const char *src, size_t len, tj_doc *doc);
+ * way. hooks may be NULL (nothing streamed). */
+bool tj_parse(const char *src, size_t len, tj_doc *doc, const tj_hooks *hooks);
 void tj_doc_free(tj_doc *doc);
 
 static inline bool tj_is(const tj_val *v, tj_type t)

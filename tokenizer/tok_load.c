@@ -15,10 +15,12 @@ extern const char tok_gpt2_regex[];
 #define TOK_MAX_VOCAB (1 << 26)
 #define TOK_MAX_DEPTH 32
 
+typedef struct ld_stream ld_stream;
 typedef struct ld {
     graft_tokenizer *tok;
     graft_error *err;
     graft_status st;
+    ld_stream *stream; /* streamed "vocab" and "merges" */
 } ld;
 
 static bool fail(ld *L, graft_status code, const char *path, const char *fmt, ...)
@@ -44,6 +46,7 @@ static const char *json_kind(const tj_val *j)
 {
     switch ((tj_type)j->type) {
     case TJ_OBJECT: return "an object";
+    case TJ_STREAMED: return j->u.i == TJ_SV_VOCAB ? "an object" : "an array";
     case TJ_ARRAY: return "an array";
     case TJ_STRING: return "a string";
     case TJ_INT:
@@ -546,47 +549,166 @@ static bool vocab_finish(ld *L, tok_model *m)
     return true;
 }
 
-static bool load_vocab_obj(ld *L, tok_model *m, const tj_val *v, const char *path)
-{
-    if (!v || !tj_is_object(v)) return fail(L, GRAFT_EINVAL, path, "\"vocab\" must be an object");
-    /* size the arrays and the pool once (errors are reported below) */
-    size_t bytes = 0;
-    long long top = -1;
-    for (size_t i = 0; i < v->n; i++) {
-        const tj_val *key = &v->u.items[2 * i], *id = &v->u.items[2 * i + 1];
-        bytes += key->n + 1;
-        if (tj_is_integer(id) && id->u.i > top && id->u.i < TOK_MAX_VOCAB) top = id->u.i;
-    }
-    if (top >= 0) {
-        size_t c1 = m->nvocab, c2 = m->nvocab, c3 = m->nvocab, need = (size_t)top + 1;
-        if (!tok_grow((void **)&m->tokens, &c1, need, sizeof *m->tokens) ||
-            !tok_grow((void **)&m->token_len, &c2, c1, sizeof *m->token_len) ||
-            !tok_grow((void **)&m->token_off, &c3, c1, sizeof *m->token_off))
-            return oom(L);
-        for (size_t i = m->nvocab; i < c1; i++) {
-            m->tokens[i] = NULL;
-            m->token_len[i] = 0;
-            m->token_off[i] = SIZE_MAX;
-        }
-        m->nvocab = c1; /* trimmed at the end */
-    }
-    if (!tok_buf_reserve(&m->pool, bytes)) return oom(L);
-    for (size_t i = 0; i < v->n; i++) {
-        const tj_val *key = &v->u.items[2 * i], *id = &v->u.items[2 * i + 1];
-        if (!tj_is_integer(id))
-            return fail(L, GRAFT_EINVAL, path, "vocab entry \"%.64s\" must map to an integer id",
-                        key->u.s);
-        if (!vocab_set(L, m, key->u.s, key->n, tj_int(id), path)) return false;
-    }
-    return vocab_finish(L, m);
-}
+/* ------------------------------------------------------------ streamed members
+ *
+ * "model" → "vocab" (object) and → "merges" (array) are streamed by the
+ * JSON reader (tok_json.h): their elements land here, keys straight in
+ * the pool the model will own, merges in one flat buffer; no document is
+ * built for them. Checks that need the rest of the model are made later,
+ * in file order, so that messages are those of a document walk: the
+ * first bad element is remembered and reported when its turn comes. */
+
+typedef struct vent {
+    uint32_t off, len; /* key in the pool */
+    long long id;
+} vent;
 
 typedef struct mg {
-    const char *a, *b;
-    uint32_t al, bl, skip, ha, hb, hn;
-    uint32_t nid;
+    uint32_t off, al, bl; /* a = mbuf[off .. +al), b follows it */
+    uint32_t skip, ha, hb, hn, nid;
     uint64_t key;
 } mg;
+
+typedef struct ld_stream {
+    tok_buf vpool;
+    vent *ve;
+    size_t nve, capve, vbad; /* first element that fails (SIZE_MAX: none) */
+    bool vbad_int;           /* ... because its id is not an integer */
+    char vbad_key[65];
+    bool have_vocab;
+    tok_buf mbuf;
+    mg *mv;
+    size_t nmv, capmv, mbad;
+    char mbad_msg[200];
+} ld_stream;
+
+static void stream_reset(ld_stream *S, int which)
+{
+    if (which == TJ_SV_VOCAB) {
+        tok_buf_free(&S->vpool);
+        free(S->ve);
+        S->ve = NULL;
+        S->nve = S->capve = 0;
+        S->vbad = SIZE_MAX;
+        S->vbad_int = false;
+        S->have_vocab = true;
+    } else {
+        tok_buf_free(&S->mbuf);
+        free(S->mv);
+        S->mv = NULL;
+        S->nmv = S->capmv = 0;
+        S->mbad = SIZE_MAX;
+    }
+}
+
+static bool stream_begin(void *ctx, int which)
+{
+    stream_reset(ctx, which);
+    return true;
+}
+
+static bool stream_elem(void *ctx, int which, size_t i, const tj_val *k, const tj_val *v)
+{
+    ld_stream *S = ctx;
+    if (which == TJ_SV_VOCAB) {
+        if (S->vbad != SIZE_MAX) return true; /* the load fails there: ignore the rest */
+        if (!tj_is_integer(v) || k->n > UINT32_MAX / 2 || S->vpool.len > UINT32_MAX / 2) {
+            size_t n = k->n < 64 ? k->n : 64;
+            S->vbad = i;
+            S->vbad_int = !tj_is_integer(v);
+            memcpy(S->vbad_key, k->u.s, n);
+            S->vbad_key[n] = 0;
+            if (S->vbad_int) return true;
+        }
+        if (!tok_grow((void **)&S->ve, &S->capve, S->nve + 1, sizeof *S->ve)) return false;
+        S->ve[S->nve++] = (vent){(uint32_t)S->vpool.len, (uint32_t)k->n, v->u.i};
+        if (S->vbad != SIZE_MAX) return true;
+        if (!tok_buf_add(&S->vpool, k->u.s, k->n)) return false;
+        S->vpool.len++; /* keep the NUL tok_buf_add wrote */
+        return true;
+    }
+    const char *a, *b;
+    size_t al, bl;
+    if (S->mbad != SIZE_MAX) return true;
+    if (tj_is_string(v)) {
+        const char *str = tj_str(v), *sp = memchr(str, ' ', tj_len(v));
+        size_t sl = tj_len(v);
+        if (!sp || memchr(sp + 1, ' ', sl - (size_t)(sp + 1 - str))) {
+            S->mbad = i;
+            snprintf(S->mbad_msg, sizeof S->mbad_msg,
+                     "merges[%zu] \"%.64s\" is not two tokens separated by one space", i, str);
+            return true;
+        }
+        a = str;
+        al = (size_t)(sp - str);
+        b = sp + 1;
+        bl = sl - al - 1;
+    } else if (tj_is_array(v) && tj_size(v) == 2 && tj_is_string(tj_at(v, 0)) &&
+               tj_is_string(tj_at(v, 1))) {
+        a = tj_str(tj_at(v, 0));
+        al = tj_len(tj_at(v, 0));
+        b = tj_str(tj_at(v, 1));
+        bl = tj_len(tj_at(v, 1));
+    } else {
+        S->mbad = i;
+        snprintf(S->mbad_msg, sizeof S->mbad_msg, "merges[%zu] must be \"a b\" or [\"a\", \"b\"]", i);
+        return true;
+    }
+    if (S->mbuf.len + al + bl >= UINT32_MAX) {
+        S->mbad = i;
+        snprintf(S->mbad_msg, sizeof S->mbad_msg, "merges too large");
+        return true;
+    }
+    if (!tok_grow((void **)&S->mv, &S->capmv, S->nmv + 1, sizeof *S->mv)) return false;
+    S->mv[S->nmv++] = (mg){.off = (uint32_t)S->mbuf.len, .al = (uint32_t)al, .bl = (uint32_t)bl};
+    return tok_buf_add(&S->mbuf, a, al) && tok_buf_add(&S->mbuf, b, bl);
+}
+
+static void stream_free(ld_stream *S)
+{
+    stream_reset(S, TJ_SV_VOCAB);
+    stream_reset(S, TJ_SV_MERGES);
+}
+
+static bool load_vocab_obj(ld *L, tok_model *m, const tj_val *v, const char *path)
+{
+    ld_stream *S = L->stream;
+    if (v && tj_is_object(v)) { /* not streamed (no hooks): same path */
+        stream_reset(S, TJ_SV_VOCAB);
+        for (size_t i = 0; i < v->n; i++)
+            if (!stream_elem(S, TJ_SV_VOCAB, i, &v->u.items[2 * i], &v->u.items[2 * i + 1]))
+                return oom(L);
+    } else if (!v || v->type != TJ_STREAMED || v->u.i != TJ_SV_VOCAB || !S->have_vocab)
+        return fail(L, GRAFT_EINVAL, path, "\"vocab\" must be an object");
+    /* size the arrays once, then take the pool over */
+    long long top = -1;
+    for (size_t i = 0; i < S->nve; i++)
+        if (S->ve[i].id > top && S->ve[i].id < TOK_MAX_VOCAB) top = S->ve[i].id;
+    if (top >= 0) {
+        size_t need = (size_t)top + 1;
+        m->tokens = malloc(need * sizeof *m->tokens);
+        m->token_len = calloc(need, sizeof *m->token_len);
+        m->token_off = malloc(need * sizeof *m->token_off);
+        if (!m->tokens || !m->token_len || !m->token_off) return oom(L);
+        for (size_t i = 0; i < need; i++) m->token_off[i] = SIZE_MAX;
+        m->nvocab = need; /* trimmed at the end */
+    }
+    for (size_t i = 0; i < S->nve || i == S->vbad; i++) {
+        if (i == S->vbad && S->vbad_int)
+            return fail(L, GRAFT_EINVAL, path, "vocab entry \"%.64s\" must map to an integer id",
+                        S->vbad_key);
+        long long id = S->ve[i].id;
+        if (id < 0 || id >= TOK_MAX_VOCAB)
+            return fail(L, GRAFT_EINVAL, path, "token id %lld out of range", id);
+        if (i == S->vbad) return fail(L, GRAFT_EINVAL, path, "vocabulary too large");
+        m->token_off[id] = S->ve[i].off;
+        m->token_len[id] = S->ve[i].len;
+    }
+    tok_buf_free(&m->pool);
+    m->pool = S->vpool;
+    S->vpool = (tok_buf){0};
+    return vocab_finish(L, m);
+}
 
 static bool load_bpe(ld *L, tok_model *m, const tj_val *o, const char *path)
 {
@@ -621,48 +743,33 @@ static bool load_bpe(ld *L, tok_model *m, const tj_val *o, const char *path)
     (void)b;
     merges = tj_get(o, "merges");
     if (!merges || tj_is_null(merges)) return true;
-    if (!tj_is_array(merges)) return fail(L, GRAFT_EINVAL, path, "\"merges\" must be an array");
-    /* Two passes: split and hash every merge, then look the three tokens
-     * up with the slots prefetched a few merges ahead (the lookups are
-     * random accesses into a table of megabytes). */
-    size_t nm = tj_size(merges);
-    mg *v = calloc(nm + 1, sizeof *v);
-    if (!v) return oom(L);
+    ld_stream *S = L->stream;
+    if (tj_is_array(merges)) { /* not streamed (no hooks): same path */
+        stream_reset(S, TJ_SV_MERGES);
+        for (size_t i = 0; i < merges->n; i++)
+            if (!stream_elem(S, TJ_SV_MERGES, i, NULL, &merges->u.items[i])) return oom(L);
+    } else if (merges->type != TJ_STREAMED || merges->u.i != TJ_SV_MERGES)
+        return fail(L, GRAFT_EINVAL, path, "\"merges\" must be an array");
+    if (S->mbad != SIZE_MAX) return fail(L, GRAFT_EINVAL, path, "%s", S->mbad_msg);
+    /* Hash every merge (sequential), then look the three tokens up with
+     * the slots prefetched a few merges ahead (the lookups are random
+     * accesses into a table of megabytes). */
+    size_t nm = S->nmv;
+    mg *v = S->mv;
+    const char *mb = S->mbuf.p;
     for (size_t i = 0; i < nm; i++) {
-        tj_val *e = tj_at(merges, i);
         mg *g = &v[i];
-        if (tj_is_string(e)) {
-            const char *str = tj_str(e), *sp = memchr(str, ' ', tj_len(e));
-            size_t sl = tj_len(e);
-            if (!sp || memchr(sp + 1, ' ', sl - (size_t)(sp + 1 - str))) {
-                free(v);
-                return fail(L, GRAFT_EINVAL, path,
-                            "merges[%zu] \"%.64s\" is not two tokens separated by one space", i, str);
-            }
-            g->a = str;
-            g->al = (uint32_t)(sp - str);
-            g->b = sp + 1;
-            g->bl = (uint32_t)(sl - g->al - 1);
-        } else if (tj_is_array(e) && tj_size(e) == 2 && tj_is_string(tj_at(e, 0)) &&
-                   tj_is_string(tj_at(e, 1))) {
-            g->a = tj_str(tj_at(e, 0));
-            g->al = (uint32_t)tj_len(tj_at(e, 0));
-            g->b = tj_str(tj_at(e, 1));
-            g->bl = (uint32_t)tj_len(tj_at(e, 1));
-        } else {
-            free(v);
-            return fail(L, GRAFT_EINVAL, path, "merges[%zu] must be \"a b\" or [\"a\", \"b\"]", i);
-        }
+        const char *ga = mb + g->off, *gb = ga + g->al;
         if (m->cont_prefix && g->bl >= m->cont_prefix_len &&
-            memcmp(g->b, m->cont_prefix, m->cont_prefix_len) == 0)
+            memcmp(gb, m->cont_prefix, m->cont_prefix_len) == 0)
             g->skip = (uint32_t)m->cont_prefix_len;
-        g->ha = (uint32_t)tok_hash(g->a, g->al);
-        g->hb = (uint32_t)tok_hash(g->b, g->bl);
-        g->hn = tok_hash2(g->a, g->al, g->b + g->skip, g->bl - g->skip);
+        g->ha = (uint32_t)tok_hash(ga, g->al);
+        g->hb = (uint32_t)tok_hash(gb, g->bl);
+        g->hn = g->skip ? tok_hash2(ga, g->al, gb + g->skip, g->bl - g->skip)
+                        : (uint32_t)tok_hash(ga, g->al + g->bl);
     }
     size_t mask = m->vmap_cap - 1;
     if (!tok_umap_reserve(&m->merges, nm)) {
-        free(v);
         return oom(L);
     }
     for (size_t i = 0; i < nm; i++) {
@@ -679,22 +786,21 @@ static bool load_bpe(ld *L, tok_model *m, const tj_val *o, const char *path)
             __builtin_prefetch(m->pool.p + en->off);
         }
         mg *g = &v[i];
-        int32_t ia = tok_vocab_get_h(m, g->a, g->al, NULL, 0, g->ha);
-        int32_t ib = tok_vocab_get_h(m, g->b, g->bl, NULL, 0, g->hb);
+        const char *ga = mb + g->off, *gb = ga + g->al;
+        int32_t ia = tok_vocab_get_h(m, ga, g->al, NULL, 0, g->ha);
+        int32_t ib = tok_vocab_get_h(m, gb, g->bl, NULL, 0, g->hb);
         if (ia < 0 || ib < 0) {
             bool bad_a = ia < 0;
             fail(L, GRAFT_EINVAL, path, "merges[%zu]: token \"%.*s\" is not in the vocabulary", i,
                  (int)((bad_a ? g->al : g->bl) > 64 ? 64 : (bad_a ? g->al : g->bl)),
-                 bad_a ? g->a : g->b);
-            free(v);
+                 bad_a ? ga : gb);
             return false;
         }
-        int32_t nid = tok_vocab_get_h(m, g->a, g->al, g->b + g->skip, g->bl - g->skip, g->hn);
+        int32_t nid = tok_vocab_get_h(m, ga, g->al, gb + g->skip, g->bl - g->skip, g->hn);
         if (nid < 0) {
             fail(L, GRAFT_EINVAL, path, "merges[%zu]: merged token \"%.*s%.*s\" is not in the vocabulary",
-                 i, (int)(g->al > 32 ? 32 : g->al), g->a, (int)(g->bl - g->skip > 32 ? 32 : g->bl - g->skip),
-                 g->b + g->skip);
-            free(v);
+                 i, (int)(g->al > 32 ? 32 : g->al), ga, (int)(g->bl - g->skip > 32 ? 32 : g->bl - g->skip),
+                 gb + g->skip);
             return false;
         }
         g->key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
@@ -704,11 +810,9 @@ static bool load_bpe(ld *L, tok_model *m, const tj_val *o, const char *path)
     for (size_t i = 0; i < nm; i++) {
         if (i + 16 < nm) tok_umap_prefetch(&m->merges, v[i + 16].key);
         if (!tok_umap_put(&m->merges, v[i].key, ((uint64_t)i << 32) | v[i].nid)) {
-            free(v);
             return oom(L);
         }
     }
-    free(v);
     return true;
 }
 
@@ -946,16 +1050,20 @@ graft_status tok_load_doc(graft_tokenizer *tok, const char *json, size_t len, gr
 {
     tj_doc doc;
     tj_val *root, *v;
-    ld L = {tok, err, GRAFT_OK};
-    if (!tj_parse(json, len, &doc)) {
+    ld_stream S = {.vbad = SIZE_MAX, .mbad = SIZE_MAX};
+    ld L = {tok, err, GRAFT_OK, &S};
+    tj_hooks hooks = {&S, stream_begin, stream_elem};
+    if (!tj_parse(json, len, &doc, &hooks)) {
         graft_status st = tok_err(err, GRAFT_EINVAL, "%s: line %d, column %d: malformed JSON: %s",
                                   tok->name, doc.err_line, doc.err_col, doc.err_text);
         tj_doc_free(&doc);
+        stream_free(&S);
         return st;
     }
     root = doc.root;
     if (!tj_is_object(root)) {
         tj_doc_free(&doc);
+        stream_free(&S);
         return tok_err(err, GRAFT_EINVAL, "%s: line 1, column 1: the document is not a JSON object",
                        tok->name);
     }
@@ -970,9 +1078,11 @@ graft_status tok_load_doc(graft_tokenizer *tok, const char *json, size_t len, gr
     if (v && !tj_is_null(v) && !(tok->dec = load_dec(&L, v, "decoder", 0))) goto fail;
     if (!load_added(&L, tj_get(root, "added_tokens"))) goto fail;
     tj_doc_free(&doc);
+    stream_free(&S);
     return GRAFT_OK;
 fail:
     tj_doc_free(&doc);
+    stream_free(&S);
     return L.st != GRAFT_OK ? L.st : tok_err(err, GRAFT_EINVAL, "%s: invalid tokenizer", tok->name);
 }
 

@@ -162,15 +162,29 @@ static int utf8_check(const unsigned char *s, size_t n)
 
 bool tok_utf8_valid(const char *s, size_t n)
 {
-    size_t i = 0;
-    while (i < n) {
-        if ((unsigned char)s[i] < 0x80) {
-            i++;
+    const unsigned char *p = (const unsigned char *)s, *e = p + n;
+    while (p < e) {
+        if (e - p >= 8) { /* eight ASCII bytes at a time */
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (!(w & 0x8080808080808080ull)) {
+                p += 8;
+                continue;
+            }
+        }
+        unsigned c = *p;
+        if (c < 0x80) {
+            p++;
             continue;
         }
-        int k = utf8_check((const unsigned char *)s + i, n - i);
+        if (c >= 0xC2 && c <= 0xDF) { /* two bytes: the common case past ASCII */
+            if (e - p < 2 || (p[1] & 0xC0) != 0x80) return false;
+            p += 2;
+            continue;
+        }
+        int k = utf8_check(p, (size_t)(e - p));
         if (k < 0) return false;
-        i += (size_t)k;
+        p += k;
     }
     return true;
 }

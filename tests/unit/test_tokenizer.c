@@ -235,6 +235,54 @@ Test(tokenizer, inconsistent_model)
                  GRAFT_EINVAL, "regex", NULL);
 }
 
+/* "vocab" and "merges" are streamed by the JSON reader: errors inside them
+ * keep their line and column and their element, member order and
+ * duplicate members behave as in a document walk. */
+static void expect_ids(const char *json, const char *text, const int32_t *want, size_t n)
+{
+    graft_tokenizer *t = load_str(json);
+    graft_ids ids = {0};
+    graft_error e = {0};
+    cr_assert_eq(graft_tokenizer_encode(t, text, strlen(text), 0, &ids, &e), GRAFT_OK, "%s", e.msg);
+    cr_assert_eq(ids.len, n, "%s: %zu ids, want %zu", json, ids.len, n);
+    for (size_t i = 0; i < n; i++) cr_assert_eq(ids.ids[i], want[i], "%s: id %zu", json, i);
+    graft_ids_free(&ids);
+    graft_tokenizer_free(t);
+}
+
+Test(tokenizer, streamed_vocab_and_merges)
+{
+    static const int32_t ab[] = {2}, a_b[] = {0, 1};
+    expect_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\n\"b\" 1},\"merges\":[]}}",
+                 GRAFT_EINVAL, "line 2, column 5", "expected ':'");
+    expect_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\n\"merges\":[\"a a\",\n [\"a\" \"a\"]]}}",
+                 GRAFT_EINVAL, "line 3, column 7", "expected ',' or ']'");
+    expect_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":\"1\"}}}", GRAFT_EINVAL,
+                 "vocab entry \"b\" must map to an integer id", NULL);
+    expect_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"aa\":1},\"merges\":[\"a a\",7]}}",
+                 GRAFT_EINVAL, "merges[1] must be", NULL);
+    expect_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"vocab\":[]}}", GRAFT_EINVAL,
+                 "\"vocab\" must be an object", NULL);
+    expect_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":{}}}", GRAFT_EINVAL,
+                 "\"merges\" must be an array", NULL);
+    /* merges before vocab; both member forms of a merge */
+    expect_ids("{\"model\":{\"type\":\"BPE\",\"merges\":[[\"a\",\"b\"]],\"vocab\":{\"a\":0,\"b\":1,\"ab\":2}}}",
+               "ab", ab, 1);
+    expect_ids("{\"model\":{\"type\":\"BPE\",\"merges\":[\"a b\"],\"vocab\":{\"a\":0,\"b\":1,\"ab\":2}}}",
+               "ab", ab, 1);
+    /* duplicates: the last member wins, as jansson and HF's serde do */
+    expect_ids("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"q\":0},\"merges\":[\"a b\"],"
+               "\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[]}}",
+               "ab", a_b, 2);
+    expect_ids("{\"model\":{\"vocab\":{\"q\":0}},\"model\":{\"type\":\"BPE\","
+               "\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}",
+               "ab", ab, 1);
+    /* the same members below the model are ordinary */
+    expect_ids("{\"x\":{\"vocab\":{\"z\":\"y\"},\"merges\":[1]},\"model\":{\"type\":\"WordLevel\","
+               "\"vocab\":{\"a\":0,\"b\":1,\"[UNK]\":2}},\"pre_tokenizer\":{\"type\":\"WhitespaceSplit\"}}",
+               "b a", (const int32_t[]){1, 0}, 2);
+}
+
 Test(tokenizer, missing_file)
 {
     graft_tokenizer *t = NULL;
