@@ -2,6 +2,7 @@
  * broadcasting (Add, Sub, Mul, Div) over the common numeric types. */
 #include <math.h>
 
+#include "kernels/gemm.h"
 #include "kernels/kcommon.h"
 
 int k_broadcast(int ra, const int64_t *da, int rb, const int64_t *db, int *ro, int64_t *dout)
@@ -176,6 +177,29 @@ enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV };
     default: BIN_LOOP(uint16_t, TO(FROM(x) / FROM(y))); break;                             \
     }
 
+/* Same-shape float operands, large: chunks spread on the pool. */
+#define BIN_CHUNK 16384
+typedef struct fbin_job {
+    int op;
+    const float *a, *b;
+    float *o;
+    int64_t n;
+} fbin_job;
+
+static void fbin_task(void *ctx, int64_t t)
+{
+    const fbin_job *j = ctx;
+    int64_t i0 = t * BIN_CHUNK, i1 = i0 + BIN_CHUNK < j->n ? i0 + BIN_CHUNK : j->n;
+    const float *a = j->a, *b = j->b;
+    float *o = j->o;
+    switch (j->op) {
+    case OP_ADD: for (int64_t i = i0; i < i1; i++) o[i] = a[i] + b[i]; break;
+    case OP_SUB: for (int64_t i = i0; i < i1; i++) o[i] = a[i] - b[i]; break;
+    case OP_MUL: for (int64_t i = i0; i < i1; i++) o[i] = a[i] * b[i]; break;
+    default: for (int64_t i = i0; i < i1; i++) o[i] = a[i] / b[i]; break;
+    }
+}
+
 static graft_status binary_run(rt_node *n, int op, graft_error *err)
 {
     rt_tensor *a = rt_in(n, 0), *b = rt_in(n, 1);
@@ -191,6 +215,12 @@ static graft_status binary_run(rt_node *n, int op, graft_error *err)
     k_bstrides(b->rank, b->dims, ro, dout, sb);
     rt_tensor *o = rt_out(n, 0, a->dtype, ro, dout, err);
     if (!o) return err->code;
+    if (a->dtype == GRAFT_DTYPE_FLOAT && a->numel == o->numel && b->numel == o->numel && o->numel >= 4 * BIN_CHUNK &&
+        k_threads() > 1) {
+        fbin_job j = {op, a->data, b->data, o->data, (int64_t)o->numel};
+        k_parallel_for((j.n + BIN_CHUNK - 1) / BIN_CHUNK, fbin_task, &j);
+        return GRAFT_OK;
+    }
     switch (a->dtype) {
     case GRAFT_DTYPE_FLOAT: BIN_OPS(float); break;
     case GRAFT_DTYPE_DOUBLE: BIN_OPS(double); break;

@@ -449,10 +449,12 @@ typedef struct gemm_job {
 
 static _Thread_local k_buf tl_apack, tl_bpack;
 
-/* Packs A rows [0, M) x depth [k0, k0+kc) into MR-row panels (zero-padded). */
-static void pack_a(const gemm_job *j, int64_t k0, int64_t kc, float *dst)
+/* Packs A rows [m0, m1) (m0 a multiple of MR) x depth [k0, k0+kc) into
+ * MR-row panels (zero-padded); dst is the slice's start. */
+static void pack_a(const gemm_job *j, int64_t k0, int64_t kc, int64_t m0, int64_t m1, float *dst)
 {
-    for (int64_t i0 = 0; i0 < j->M; i0 += MR) {
+    dst += m0 * kc;
+    for (int64_t i0 = m0; i0 < m1; i0 += MR) {
         int mr = (int)(j->M - i0 < MR ? j->M - i0 : MR);
         for (int64_t k = 0; k < kc; k++) {
             float *d = dst + k * MR;
@@ -461,6 +463,17 @@ static void pack_a(const gemm_job *j, int64_t k0, int64_t kc, float *dst)
             for (int r = mr; r < MR; r++) d[r] = 0;
         }
         dst += kc * MR;
+    }
+}
+
+/* One MR-row panel of A, every depth slice (into j->Apack). */
+static void pack_a_task(void *ctx, int64_t t)
+{
+    const gemm_job *j = ctx;
+    int64_t Mp = (j->M + MR - 1) / MR * MR, m0 = t * MR, m1 = m0 + MR < j->M ? m0 + MR : j->M;
+    for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
+        int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+        pack_a(j, k0, kc, m0, m1, (float *)j->Apack + k0 * Mp);
     }
 }
 
@@ -720,11 +733,15 @@ static void gemm_blocked(int transA, int transB, int64_t M, int64_t N, int64_t K
     int64_t Mp = (M + MR - 1) / MR * MR;
     float *Ap = k_buf_get(&tl_apack, (size_t)(Mp * K) * sizeof(float));
     RT_ASSERT(Ap);
-    for (int64_t k0 = 0; k0 < K; k0 += KC) {
-        int64_t kc = K - k0 < KC ? K - k0 : KC;
-        pack_a(&j, k0, kc, Ap + k0 * Mp);
-    }
     j.Apack = Ap;
+    if ((double)M * (double)K >= 32768 && k_threads() > 1) {
+        k_parallel_for(Mp / MR, pack_a_task, &j);
+    } else {
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            int64_t kc = K - k0 < KC ? K - k0 : KC;
+            pack_a(&j, k0, kc, 0, M, Ap + k0 * Mp);
+        }
+    }
     int th = k_threads();
     double work = (double)M * (double)N * (double)K;
     /* column blocks of at most NB, narrower when that gives each thread

@@ -16,6 +16,7 @@
 #include <float.h>
 #include <tgmath.h>
 
+#include "kernels/gemm.h"
 #include "kernels/kmath.h"
 
 /* ------------------------------------------------------------ broadcasting */
@@ -237,6 +238,32 @@ static int un_f32(const un_state *s, const float *x, float *y, uint64_t cnt)
     UN_FLOAT_BODY
 }
 
+/* Large float tensors: un_f32 over chunks spread on the pool (elementwise,
+ * so the result does not depend on the split). */
+#define UN_CHUNK 16384
+typedef struct un_job {
+    const un_state *s;
+    const float *x;
+    float *y;
+    uint64_t n;
+    _Atomic int ok;
+} un_job;
+
+static void un_task(void *ctx, int64_t t)
+{
+    un_job *j = ctx;
+    uint64_t a = (uint64_t)t * UN_CHUNK, m = j->n - a < UN_CHUNK ? j->n - a : UN_CHUNK;
+    if (!un_f32(j->s, j->x + a, j->y + a, m)) j->ok = 0;
+}
+
+static int un_f32_par(const un_state *s, const float *x, float *y, uint64_t cnt)
+{
+    if (cnt < 4 * UN_CHUNK || k_threads() <= 1) return un_f32(s, x, y, cnt);
+    un_job j = {s, x, y, cnt, 1};
+    k_parallel_for((int64_t)((cnt + UN_CHUNK - 1) / UN_CHUNK), un_task, &j);
+    return j.ok;
+}
+
 static int un_f64(const un_state *s, const double *x, double *y, uint64_t cnt)
 {
     typedef double T;
@@ -314,7 +341,7 @@ static graft_status un_run(rt_node *n, graft_error *err)
     {
         uint64_t cnt = n_el;
         switch (xt->dtype) {
-        case GRAFT_DTYPE_FLOAT: ok = un_f32(s, xt->data, yt->data, cnt); break;
+        case GRAFT_DTYPE_FLOAT: ok = un_f32_par(s, xt->data, yt->data, cnt); break;
         case GRAFT_DTYPE_DOUBLE: ok = un_f64(s, xt->data, yt->data, cnt); break;
         case GRAFT_DTYPE_FLOAT16:
         case GRAFT_DTYPE_BFLOAT16: {
