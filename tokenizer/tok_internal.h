@@ -115,7 +115,7 @@ static inline uint64_t tok_umix(uint64_t x)
 }
 static inline void tok_umap_prefetch(const tok_umap *m, uint64_t key)
 {
-    if (m->cap) __builtin_prefetch(&m->e[tok_umix(key) & (m->cap - 1)]);
+    if (m->cap) __builtin_prefetch(&m->e[tok_umix(key) & (m->cap - 1)], 1);
 }
 static inline bool tok_umap_get(const tok_umap *m, uint64_t key, uint64_t *val)
 {

@@ -321,7 +321,18 @@ uint64_t tok_hash(const void *p, size_t n)
         s += 8;
         n -= 8;
     }
-    while (n--) h = (h ^ *s++) * 0x100000001b3ull;
+    if (n) { /* the last 1..7 bytes as one word (overlapping reads; n is in h) */
+        uint64_t w;
+        if (n >= 4) {
+            uint32_t lo, hi;
+            memcpy(&lo, s, 4);
+            memcpy(&hi, s + n - 4, 4);
+            w = (uint64_t)lo | (uint64_t)hi << 32;
+        } else
+            w = (uint64_t)s[0] | (uint64_t)s[n / 2] << 8 | (uint64_t)s[n - 1] << 16;
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
     h ^= h >> 32;
     h *= 0xd6e8feb86659fd93ull;
     h ^= h >> 32;
