@@ -63,6 +63,48 @@ static graft_status simplified_ln_run(rt_node *n, graft_error *err)
 
 /* ------------------------------------------------------------ Skip(Simplified)LayerNormalization */
 
+typedef struct skip_ln_job {
+    const float *X, *SK, *G, *BE, *BI;
+    float *Y, *Ssum, *mean, *inv;
+    int64_t D, skrows, rows;
+    float eps;
+    int simplified;
+} skip_ln_job;
+
+/* One row (independent of the others, so rows spread over the pool give
+ * the serial result bit for bit). */
+static void skip_ln_row(const skip_ln_job *j, int64_t r)
+{
+    int64_t D = j->D;
+    const float *xr = j->X + r * D, *sr = j->SK + (r % j->skrows) * D;
+    float *t = j->Ssum + r * D, *yr = j->Y + r * D;
+    double s = 0, q = 0;
+    for (int64_t i = 0; i < D; i++) {
+        float v = xr[i] + sr[i];
+        if (j->BI) v += j->BI[i];
+        t[i] = v;
+        s += v;
+    }
+    float mean = j->simplified ? 0.0f : (float)(s / (double)D);
+    for (int64_t i = 0; i < D; i++) {
+        double d = t[i] - mean;
+        q += d * d;
+    }
+    float inv = (float)(1.0 / sqrt(q / (double)D + (double)j->eps));
+    for (int64_t i = 0; i < D; i++) {
+        float v = (t[i] - mean) * inv * j->G[i];
+        yr[i] = j->BE ? v + j->BE[i] : v;
+    }
+    if (j->mean) j->mean[r] = mean;
+    if (j->inv) j->inv[r] = inv;
+}
+
+static void skip_ln_task(void *ctx, int64_t t)
+{
+    const skip_ln_job *j = ctx;
+    for (int64_t r = t * 8; r < t * 8 + 8 && r < j->rows; r++) skip_ln_row(j, r);
+}
+
 static graft_status skip_ln(rt_node *n, int simplified, graft_error *err)
 {
     rt_tensor *x = rt_in(n, 0), *sk = rt_in(n, 1), *g = rt_in(n, 2);
@@ -94,28 +136,11 @@ static graft_status skip_ln(rt_node *n, int simplified, graft_error *err)
     float *Ssum = so && so->dtype == GRAFT_DTYPE_FLOAT ? so->data
                                                         : k_scratch_get(n, 6, (size_t)x->numel * sizeof(float) + 4, err);
     if (!Y || !Ssum) return err->code;
-    for (int64_t r = 0; r < R; r++) {
-        const float *xr = X + r * D, *sr = SK + (r % skrows) * D;
-        float *t = Ssum + r * D, *yr = Y + r * D;
-        double s = 0, q = 0;
-        for (int64_t i = 0; i < D; i++) {
-            float v = xr[i] + sr[i];
-            if (BI) v += BI[i];
-            t[i] = v;
-            s += v;
-        }
-        float mean = simplified ? 0.0f : (float)(s / (double)D);
-        for (int64_t i = 0; i < D; i++) {
-            double d = t[i] - mean;
-            q += d * d;
-        }
-        float inv = (float)(1.0 / sqrt(q / (double)D + (double)eps));
-        for (int64_t i = 0; i < D; i++) {
-            float v = (t[i] - mean) * inv * G[i];
-            yr[i] = BE ? v + BE[i] : v;
-        }
-        if (mo) ((float *)mo->data)[r] = mean;
-        if (io) ((float *)io->data)[r] = inv;
+    skip_ln_job j = {X, SK, G, BE, BI, Y, Ssum, mo ? mo->data : NULL, io ? io->data : NULL, D, skrows, R, eps, simplified};
+    if (R >= 16 && R * D >= 16384) {
+        k_parallel_for((R + 7) / 8, skip_ln_task, &j);
+    } else {
+        for (int64_t r = 0; r < R; r++) skip_ln_row(&j, r);
     }
     out_f32_done(y, Y);
     if (so && Ssum != so->data) k_from_f32(so->dtype, Ssum, so->data, (size_t)so->numel);
