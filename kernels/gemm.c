@@ -232,6 +232,8 @@ static int have_avx2(void)
 #endif
 }
 
+int k_have_avx2(void) { return have_avx2(); }
+
 /* ------------------------------------------------------------ vector helpers */
 
 #ifdef K_X86

@@ -24,6 +24,9 @@ typedef void (*k_task_fn)(void *ctx, int64_t task);
  * pool, run serially on the calling thread. */
 void k_parallel_for(int64_t n_tasks, k_task_fn fn, void *ctx);
 
+/* 1 when the AVX2+FMA paths run (the CPU has them and GRAFT_NO_SIMD is unset). */
+int k_have_avx2(void);
+
 /* ------------------------------------------------------------ scratch */
 
 /* A grow-only buffer: k_buf_get returns at least `bytes` bytes (64-byte

@@ -7,6 +7,11 @@
 #include "kernels/gemm.h"
 #include "kernels/kcommon.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define Q_X86 1
+#endif
+
 #define MS "com.microsoft"
 
 #define OUT_OR_FAIL(t)              \
@@ -309,11 +314,80 @@ static void nbits_row(const nbits_job *j, int64_t n, float *w)
 
 static _Thread_local k_buf tl_wrow;
 
+#ifdef Q_X86
+__attribute__((target("avx2,fma"))) static inline float q_hsum(__m256 v)
+{
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
+    return _mm_cvtss_f32(lo);
+}
+
+/* 4-bit B, M (1..4) rows of A: Y[m, n] for rows n in [n0, n1). Each group
+ * of 16 weights is unpacked and dequantized in registers, (q - z) * s as
+ * nbits_row does, and multiplied into every A row; no fp32 copy of B. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void nbits4_rows(const nbits_job *j, int64_t n0,
+                                                                                    int64_t n1, const int M)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const int64_t K = j->K;
+    for (int64_t n = n0; n < n1; n++) {
+        __m256 acc[4][2];
+        float tail[4] = {0, 0, 0, 0};
+        for (int m = 0; m < M; m++) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+        const uint8_t *row = j->B + n * j->kb * j->blob;
+        for (int64_t b = 0; b < j->kb; b++) {
+            float s = j->scales[n * j->kb + b], z = 8.0f;
+            if (j->zp8) z = (float)((j->zp8[n * j->zpw + b / 2] >> (4 * (b % 2))) & 0xf);
+            else if (j->zpf) z = j->zpf[n * j->kb + b];
+            __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(z);
+            const uint8_t *blk = row + b * j->blob;
+            int64_t k0 = b * j->block, cnt = K - k0 < j->block ? K - k0 : j->block, i = 0;
+            for (; i + 16 <= cnt; i += 16) {
+                __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)(blk + i / 2));
+                __m128i q = _mm_unpacklo_epi8(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+                __m256 w0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q)), vz), vs);
+                __m256 w1 = _mm256_mul_ps(
+                    _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8))), vz), vs);
+                for (int m = 0; m < M; m++) {
+                    const float *a = j->A + m * K + k0 + i;
+                    acc[m][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(a), acc[m][0]);
+                    acc[m][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(a + 8), acc[m][1]);
+                }
+            }
+            for (; i < cnt; i++) {
+                float w = ((float)((blk[i / 2] >> (4 * (i % 2))) & 0xf) - z) * s;
+                for (int m = 0; m < M; m++) tail[m] += w * j->A[m * K + k0 + i];
+            }
+        }
+        for (int m = 0; m < M; m++)
+            j->Y[m * j->N + n] = q_hsum(_mm256_add_ps(acc[m][0], acc[m][1])) + tail[m] + (j->bias ? j->bias[n] : 0.0f);
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void nbits4_avx2(const nbits_job *j, int64_t n0, int64_t n1)
+{
+    switch (j->M) {
+    case 1: nbits4_rows(j, n0, n1, 1); break;
+    case 2: nbits4_rows(j, n0, n1, 2); break;
+    case 3: nbits4_rows(j, n0, n1, 3); break;
+    default: nbits4_rows(j, n0, n1, 4); break;
+    }
+}
+#endif
+
 /* GEMV-like path: rows of B dequantized one at a time, dotted with each A row. */
 static void nbits_gemv_task(void *ctx, int64_t t)
 {
     const nbits_job *j = ctx;
-    int64_t n0 = t * 16, n1 = n0 + 16 < j->N ? n0 + 16 : j->N;
+    int64_t n0 = t * j->rows, n1 = n0 + j->rows < j->N ? n0 + j->rows : j->N;
+#ifdef Q_X86
+    if (j->bits == 4 && k_have_avx2()) {
+        nbits4_avx2(j, n0, n1);
+        return;
+    }
+#endif
     float *w = k_buf_get(&tl_wrow, (size_t)j->K * sizeof(float));
     RT_ASSERT(w);
     for (int64_t nn = n0; nn < n1; nn++) {
@@ -376,7 +450,13 @@ static graft_status matmulnbits_run(rt_node *n, graft_error *err)
     if (!Y) return err->code;
     j.Y = Y, j.M = M;
     if (M <= 4) {
-        k_parallel_for((N + 15) / 16, nbits_gemv_task, &j);
+        /* rows of B per task: all of them when the product is small (a
+         * pool wake-up costs more than it saves), else about 8 tasks a thread */
+        double work = (double)M * (double)N * (double)K;
+        int64_t th = k_threads(), tasks = work < 131072 || th <= 1 ? 1 : 8 * th;
+        j.rows = (N + tasks - 1) / tasks;
+        if (j.rows < 16 && tasks > 1) j.rows = 16;
+        k_parallel_for((N + j.rows - 1) / j.rows, nbits_gemv_task, &j);
     } else {
         int64_t CH = 256;
         float *W = k_scratch_get(n, 5, (size_t)(CH * K) * sizeof(float), err);
