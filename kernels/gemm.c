@@ -458,6 +458,16 @@ static void pack_a(const gemm_job *j, int64_t k0, int64_t kc, int64_t m0, int64_
     dst += m0 * kc;
     for (int64_t i0 = m0; i0 < m1; i0 += MR) {
         int mr = (int)(j->M - i0 < MR ? j->M - i0 : MR);
+        if (!j->transA && mr == MR) { /* six row streams, no branch per element */
+            const float *r0 = j->A + i0 * j->lda + k0, *r1 = r0 + j->lda, *r2 = r1 + j->lda, *r3 = r2 + j->lda,
+                        *r4 = r3 + j->lda, *r5 = r4 + j->lda;
+            for (int64_t k = 0; k < kc; k++) {
+                float *d = dst + k * MR;
+                d[0] = r0[k], d[1] = r1[k], d[2] = r2[k], d[3] = r3[k], d[4] = r4[k], d[5] = r5[k];
+            }
+            dst += kc * MR;
+            continue;
+        }
         for (int64_t k = 0; k < kc; k++) {
             float *d = dst + k * MR;
             for (int r = 0; r < mr; r++)
