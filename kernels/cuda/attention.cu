@@ -1,0 +1,391 @@
+/* Split-K flash-decoding attention for one query token per sequence.
+ *
+ * Grid (split, kv head, batch). The keys visible to the query ([lo, len),
+ * len read from device memory, lo from the sliding window) are cut into
+ * num_splits chunks of whole 32-key tiles; a block takes one chunk for all
+ * the query heads of its kv head (GQA: K and V are read once per group).
+ * Per tile: K and V rows go to shared memory with 16-byte loads (rows past
+ * the chunk zero-filled); warp w scores the 32 keys (lane = key) against
+ * its GT query heads, runs the online softmax for them (max and sum by warp
+ * shuffles) and leaves the probabilities and rescale factors in shared
+ * memory; then each thread accumulates D / 128 output columns for every
+ * head of the group. Each split writes its unnormalised output, max and
+ * sum (fp32) to the workspace; a second kernel merges the splits.
+ *
+ * Templates: D (64, 128, 256, 512: the smallest >= head_dim, chosen at run
+ * time) and GT (query heads per warp: 1, 2, 4, so up to 16 per kv head). */
+#include <math.h>
+
+#include "kernels/cuda/gcuda_common.cuh"
+
+#define AT_THREADS 128
+#define AT_TK 32
+#define AT_MAX_SPLITS 1024
+
+struct attn_params {
+    const void *q, *k, *v;
+    const int32_t *lens;
+    float *opart; /* [B, Hq, nsplit, hd] */
+    float *ml;    /* [B, Hq, nsplit, 2]: max, sum */
+    void *out;
+    int B, Hq, Hkv, G, hd, max_seq, nsplit;
+    float scale, softcap;
+    long long window_left;
+};
+
+template <typename T, int D, int GT> struct attn_layout {
+    static constexpr int GM = 4 * GT, VEC = gc_vec<T>::n, KST = D + VEC;
+    static constexpr size_t q_off = 0;
+    static constexpr size_t k_off = q_off + (size_t)GM * D * sizeof(float);
+    static constexpr size_t v_off = k_off + (size_t)AT_TK * KST * sizeof(T);
+    static constexpr size_t p_off = v_off + (size_t)AT_TK * D * sizeof(T);
+    static constexpr size_t a_off = p_off + (size_t)AT_TK * GM * sizeof(float);
+    static constexpr size_t bytes = a_off + (size_t)GM * sizeof(float);
+};
+
+/* Key range [j0, j1) of split `split` for a sequence of `len` keys. */
+__device__ __forceinline__ void attn_range(const attn_params &p, int len, int split, int *j0, int *j1)
+{
+    if (len > p.max_seq) len = p.max_seq;
+    if (len < 0) len = 0;
+    long long lo = p.window_left >= 0 ? (long long)len - 1 - p.window_left : 0;
+    if (lo < 0) lo = 0;
+    int n = len - (int)lo;
+    int chunk = (n + p.nsplit - 1) / p.nsplit;
+    chunk = (chunk + AT_TK - 1) / AT_TK * AT_TK;
+    long long a = lo + (long long)split * chunk, b = a + chunk;
+    if (b > len) b = len;
+    *j0 = (int)(a < len ? a : len);
+    *j1 = (int)b;
+}
+
+template <typename T, int D, int GT>
+__global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
+{
+    typedef attn_layout<T, D, GT> LY;
+    constexpr int GM = LY::GM, VEC = LY::VEC, KST = LY::KST;
+    constexpr int CPR = D / VEC;                              /* 16-byte words per row */
+    constexpr int LOADS = AT_TK * CPR / AT_THREADS;           /* per thread per tile, K and V each */
+    constexpr int DPT = D >= AT_THREADS ? D / AT_THREADS : 1; /* output columns per thread */
+    static_assert(AT_TK * CPR % AT_THREADS == 0, "tile loads must divide evenly");
+    extern __shared__ float4 smem4[];
+    char *smem = reinterpret_cast<char *>(smem4);
+    float *qs = reinterpret_cast<float *>(smem + LY::q_off);
+    T *ks = reinterpret_cast<T *>(smem + LY::k_off);
+    T *vs = reinterpret_cast<T *>(smem + LY::v_off);
+    float *ps = reinterpret_cast<float *>(smem + LY::p_off);
+    float *alpha = reinterpret_cast<float *>(smem + LY::a_off);
+
+    const int split = blockIdx.x, kh = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int hd = p.hd, G = p.G, nsplit = p.nsplit;
+    int j0, j1;
+    attn_range(p, p.lens[b], split, &j0, &j1);
+    const size_t row0 = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit + split; /* + g * nsplit for head g */
+    if (j0 >= j1) {
+        if (tid < G) {
+            p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
+            p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
+        }
+        return;
+    }
+
+    /* the group's queries, fp32, pre-scaled; zero past head_dim and G */
+    const T *qg = (const T *)p.q + ((size_t)b * p.Hq + (size_t)kh * G) * hd;
+    for (int i = tid; i < GM * D; i += AT_THREADS) {
+        int g = i / D, d = i % D;
+        qs[i] = g < G && d < hd ? gc_f(qg[(size_t)g * hd + d]) * p.scale : 0.0f;
+    }
+
+    const size_t cache_off = ((size_t)b * p.Hkv + kh) * (size_t)p.max_seq * hd;
+    const T *kb = (const T *)p.k + cache_off, *vb = (const T *)p.v + cache_off;
+    const int cpr = hd / VEC;
+
+    float m_run[GT], l_run[GT];
+#pragma unroll
+    for (int gi = 0; gi < GT; gi++) {
+        m_run[gi] = -INFINITY;
+        l_run[gi] = 0.0f;
+    }
+    float acc[GM][DPT];
+#pragma unroll
+    for (int g = 0; g < GM; g++)
+#pragma unroll
+        for (int i = 0; i < DPT; i++) acc[g][i] = 0.0f;
+    const int d0 = tid * DPT;
+
+    for (int jt = j0; jt < j1; jt += AT_TK) {
+        const int nk = min(AT_TK, j1 - jt);
+        /* K and V tile to shared memory */
+#pragma unroll 8
+        for (int it = 0; it < LOADS; it++) {
+            int i = it * AT_THREADS + tid, r = i / CPR, c = i % CPR;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+            if (r < nk && c < cpr) {
+                size_t off = (size_t)(jt + r) * hd + (size_t)c * VEC;
+                kv = __ldg(reinterpret_cast<const uint4 *>(kb + off));
+                vv = __ldg(reinterpret_cast<const uint4 *>(vb + off));
+            }
+            *reinterpret_cast<uint4 *>(ks + r * KST + c * VEC) = kv;
+            *reinterpret_cast<uint4 *>(vs + r * D + c * VEC) = vv;
+        }
+        __syncthreads();
+
+        /* scores and online softmax: warp w, heads w*GT .. w*GT+GT-1, lane = key */
+        {
+            float sc[GT];
+#pragma unroll
+            for (int gi = 0; gi < GT; gi++) sc[gi] = 0.0f;
+            const T *krow = ks + lane * KST;
+            for (int c = 0; c < cpr; c++) {
+                float kf[VEC];
+                gc_unpack<T>(*reinterpret_cast<const uint4 *>(krow + c * VEC), kf);
+#pragma unroll
+                for (int gi = 0; gi < GT; gi++) {
+                    const float4 *q4 = reinterpret_cast<const float4 *>(qs + (warp * GT + gi) * D + c * VEC);
+#pragma unroll
+                    for (int i4 = 0; i4 < VEC / 4; i4++) {
+                        float4 qv = q4[i4];
+                        sc[gi] = fmaf(qv.x, kf[4 * i4 + 0], sc[gi]);
+                        sc[gi] = fmaf(qv.y, kf[4 * i4 + 1], sc[gi]);
+                        sc[gi] = fmaf(qv.z, kf[4 * i4 + 2], sc[gi]);
+                        sc[gi] = fmaf(qv.w, kf[4 * i4 + 3], sc[gi]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int gi = 0; gi < GT; gi++) {
+                const int g = warp * GT + gi;
+                if (g >= G) { /* warp-uniform */
+                    ps[lane * GM + g] = 0.0f;
+                    if (lane == 0) alpha[g] = 1.0f;
+                    continue;
+                }
+                float s = sc[gi];
+                if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+                if (lane >= nk) s = -INFINITY;
+                float mnew = fmaxf(m_run[gi], gc_warp_max(s)); /* finite: nk >= 1 */
+                float pr = __expf(s - mnew), al = __expf(m_run[gi] - mnew);
+                l_run[gi] = l_run[gi] * al + gc_warp_sum(pr);
+                m_run[gi] = mnew;
+                ps[lane * GM + g] = pr;
+                if (lane == 0) alpha[g] = al;
+            }
+        }
+        __syncthreads();
+
+        /* output: thread owns columns d0 .. d0+DPT-1 of every head */
+        if (d0 < D) {
+#pragma unroll
+            for (int g = 0; g < GM; g++) {
+                if (g < G) {
+                    float al = alpha[g];
+#pragma unroll
+                    for (int i = 0; i < DPT; i++) acc[g][i] *= al;
+                }
+            }
+            for (int r = 0; r < nk; r++) {
+                float vf[DPT];
+#pragma unroll
+                for (int i = 0; i < DPT; i++) vf[i] = gc_f(vs[r * D + d0 + i]);
+                const float *pr = ps + r * GM;
+#pragma unroll
+                for (int g = 0; g < GM; g++) {
+                    if (g < G) {
+                        float pv = pr[g];
+#pragma unroll
+                        for (int i = 0; i < DPT; i++) acc[g][i] = fmaf(pv, vf[i], acc[g][i]);
+                    }
+                }
+            }
+        }
+        __syncthreads(); /* the next tile overwrites ks, vs, ps */
+    }
+
+#pragma unroll
+    for (int gi = 0; gi < GT; gi++) {
+        int g = warp * GT + gi;
+        if (g < G && lane == 0) {
+            p.ml[(row0 + (size_t)g * nsplit) * 2] = m_run[gi];
+            p.ml[(row0 + (size_t)g * nsplit) * 2 + 1] = l_run[gi];
+        }
+    }
+    if (d0 < D) {
+#pragma unroll
+        for (int g = 0; g < GM; g++) {
+            if (g < G) {
+                float *o = p.opart + (row0 + (size_t)g * nsplit) * hd;
+#pragma unroll
+                for (int i = 0; i < DPT; i++)
+                    if (d0 + i < hd) o[d0 + i] = acc[g][i];
+            }
+        }
+    }
+}
+
+/* Merges the splits of one (query head, batch): out = sum_s w_s o_s / sum_s w_s l_s,
+ * w_s = exp(m_s - max m). Splits that saw no key (l_s = 0) are skipped. */
+template <typename T> __global__ void __launch_bounds__(AT_THREADS) attn_combine_kernel(attn_params p)
+{
+    extern __shared__ float w[]; /* [nsplit] */
+    __shared__ float scratch[32];
+    const int qh = blockIdx.x, b = blockIdx.y, ns = p.nsplit;
+    const size_t row0 = ((size_t)b * p.Hq + qh) * ns;
+    float M = -INFINITY;
+    for (int s = 0; s < ns; s++)
+        if (p.ml[(row0 + s) * 2 + 1] > 0.0f) M = fmaxf(M, p.ml[(row0 + s) * 2]);
+    float den = 0.0f;
+    for (int s = threadIdx.x; s < ns; s += blockDim.x) {
+        float l = p.ml[(row0 + s) * 2 + 1];
+        float ws = l > 0.0f ? __expf(p.ml[(row0 + s) * 2] - M) : 0.0f;
+        w[s] = ws;
+        den += ws * l;
+    }
+    den = gc_block_sum(den, scratch); /* ends with a barrier: w[] is complete */
+    float inv = den > 0.0f ? 1.0f / den : 0.0f;
+    T *out = (T *)p.out + ((size_t)b * p.Hq + qh) * p.hd;
+    for (int d = threadIdx.x; d < p.hd; d += blockDim.x) {
+        float o = 0.0f;
+        for (int s = 0; s < ns; s++)
+            if (w[s] > 0.0f) o = fmaf(w[s], p.opart[(row0 + s) * p.hd + d], o);
+        out[d] = gc_to<T>(o * inv);
+    }
+}
+
+/* plan: sets *occ (blocks per SM) only; run: launches both kernels. */
+template <typename T, int D, int GT>
+static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stream s, graft_error *err)
+{
+    const size_t smem = attn_layout<T, D, GT>::bytes;
+    void (*kern)(attn_params) = attn_split_kernel<T, D, GT>;
+    GCUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (plan) {
+        GCUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, AT_THREADS, smem));
+        return GRAFT_OK;
+    }
+    dim3 grid((unsigned)p->nsplit, (unsigned)p->Hkv, (unsigned)p->B);
+    kern<<<grid, AT_THREADS, smem, s>>>(*p);
+    GCUDA_CHECK_LAUNCH("attn_split_kernel");
+    attn_combine_kernel<T><<<dim3((unsigned)p->Hq, (unsigned)p->B), AT_THREADS, (size_t)p->nsplit * sizeof(float), s>>>(
+        *p);
+    GCUDA_CHECK_LAUNCH("attn_combine_kernel");
+    return GRAFT_OK;
+}
+
+template <typename T, int D>
+static graft_status attn_gt(int gt, const attn_params *p, int plan, int *occ, gcuda_stream s, graft_error *err)
+{
+    switch (gt) {
+    case 1: return attn_go<T, D, 1>(p, plan, occ, s, err);
+    case 2: return attn_go<T, D, 2>(p, plan, occ, s, err);
+    default: return attn_go<T, D, 4>(p, plan, occ, s, err);
+    }
+}
+
+template <typename T>
+static graft_status attn_d(int dt, int gt, const attn_params *p, int plan, int *occ, gcuda_stream s, graft_error *err)
+{
+    switch (dt) {
+    case 64: return attn_gt<T, 64>(gt, p, plan, occ, s, err);
+    case 128: return attn_gt<T, 128>(gt, p, plan, occ, s, err);
+    case 256: return attn_gt<T, 256>(gt, p, plan, occ, s, err);
+    default: return attn_gt<T, 512>(gt, p, plan, occ, s, err);
+    }
+}
+
+/* Validates a and fills p; *dt, *gt: template choices. */
+static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p, int *dt, int *gt, graft_error *err)
+{
+    if (!gcuda_dtype_size(a->dtype))
+        return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_attn_decode: dtype %d not supported", a->dtype);
+    if (a->batch < 1 || a->batch > 65535 || a->kv_heads < 1 || a->kv_heads > 65535 || a->q_heads < a->kv_heads ||
+        a->q_heads % a->kv_heads || a->q_heads > 65535)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: batch %lld, %lld query heads, %lld kv heads",
+                          (long long)a->batch, (long long)a->q_heads, (long long)a->kv_heads);
+    int64_t G = a->q_heads / a->kv_heads;
+    if (G > 16)
+        return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_attn_decode: %lld query heads per kv head (at most 16)",
+                          (long long)G);
+    if (a->head_dim < 8 || a->head_dim > 512 || a->head_dim % 8)
+        return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_attn_decode: head_dim %lld (a multiple of 8, at most 512)",
+                          (long long)a->head_dim);
+    if (a->max_seq < 1 || a->max_seq > 0x7fffffff / 2)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: max_seq %lld", (long long)a->max_seq);
+    if (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: KV caches must be 16-byte aligned");
+    *dt = a->head_dim <= 64 ? 64 : a->head_dim <= 128 ? 128 : a->head_dim <= 256 ? 256 : 512;
+    *gt = G <= 4 ? 1 : G <= 8 ? 2 : 4;
+    p->q = a->q;
+    p->k = a->k_cache;
+    p->v = a->v_cache;
+    p->lens = a->seq_lens;
+    p->out = a->out;
+    p->B = (int)a->batch;
+    p->Hq = (int)a->q_heads;
+    p->Hkv = (int)a->kv_heads;
+    p->G = (int)G;
+    p->hd = (int)a->head_dim;
+    p->max_seq = (int)a->max_seq;
+    p->nsplit = a->num_splits;
+    p->scale = a->scale;
+    p->softcap = a->softcap;
+    p->window_left = a->window_left;
+    p->opart = NULL;
+    p->ml = NULL;
+    return GRAFT_OK;
+}
+
+static size_t attn_ws_bytes(const attn_params *p)
+{
+    return (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float);
+}
+
+extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_error *err)
+{
+    attn_params p = {};
+    int dt = 64, gt = 1, occ = 0, sms = 0;
+    graft_status st = attn_prepare(a, &p, &dt, &gt, err);
+    if (st) return st;
+    if (a->num_splits == 0) {
+        GCUDA_DISPATCH(a->dtype, "gcuda_attn_decode_plan", {
+            st = attn_d<T>(dt, gt, &p, 1, &occ, NULL, err);
+            if (st) return st;
+        });
+        if ((st = gcuda_sm_count(&sms, err))) return st;
+        if (occ < 1) occ = 1;
+        int64_t units = a->batch * a->kv_heads, want = ((int64_t)sms * occ + units - 1) / units;
+        int64_t tiles = (a->max_seq + AT_TK - 1) / AT_TK;
+        if (want > tiles) want = tiles;
+        if (want > AT_MAX_SPLITS) want = AT_MAX_SPLITS;
+        if (want < 1) want = 1;
+        a->num_splits = (int)want;
+    } else if (a->num_splits < 1 || a->num_splits > AT_MAX_SPLITS) {
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode_plan: num_splits %d (1..%d)", a->num_splits,
+                          AT_MAX_SPLITS);
+    }
+    p.nsplit = a->num_splits;
+    a->ws_bytes = attn_ws_bytes(&p);
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gcuda_attn_decode(const gcuda_attn_decode_args *a, gcuda_stream s, graft_error *err)
+{
+    attn_params p = {};
+    int dt = 64, gt = 1;
+    graft_status st = attn_prepare(a, &p, &dt, &gt, err);
+    if (st) return st;
+    if (p.nsplit < 1 || p.nsplit > AT_MAX_SPLITS)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: num_splits %d (call gcuda_attn_decode_plan)",
+                          p.nsplit);
+    size_t need = attn_ws_bytes(&p);
+    if (!a->ws || a->ws_bytes < need)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: workspace of %zu bytes, %zu needed", a->ws_bytes,
+                          need);
+    p.opart = (float *)a->ws;
+    p.ml = p.opart + (size_t)p.B * p.Hq * p.nsplit * p.hd;
+    GCUDA_DISPATCH(a->dtype, "gcuda_attn_decode", {
+        st = attn_d<T>(dt, gt, &p, 0, NULL, s, err);
+        if (st) return st;
+    });
+    return GRAFT_OK;
+}

@@ -1,0 +1,209 @@
+/* Rotary embedding, softmax over the last axis, elementwise add/mul and
+ * embedding-row gather. fp32 arithmetic whatever the storage type. */
+#include <math.h>
+
+#include "kernels/cuda/gcuda_common.cuh"
+
+/* ------------------------------------------------------------ rotary */
+
+/* One thread per work item of a row: items [0, half) rotate a pair, items
+ * [half, half + head_size - rotary_dim) copy the tail (only when y != x). */
+template <typename T>
+__global__ void rotary_kernel(gcuda_rotary_args a, int64_t items, int64_t per_row)
+{
+    int64_t half = a.rotary_dim / 2;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < items; t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t row = t / per_row, k = t % per_row;
+        int64_t h = row % a.heads, bs = row / a.heads, si = bs % a.seq, b = bs / a.seq;
+        int64_t off = b * a.stride_b + si * a.stride_s + h * a.stride_h;
+        const T *x = (const T *)a.x + off;
+        T *y = (T *)a.y + off;
+        if (k >= half) {
+            int64_t i = a.rotary_dim + (k - half);
+            y[i] = x[i];
+            continue;
+        }
+        int64_t pos = a.positions[b * a.seq + si];
+        int64_t i0 = a.interleaved ? 2 * k : k, i1 = a.interleaved ? 2 * k + 1 : k + half;
+        float x0 = gc_f(x[i0]), x1 = gc_f(x[i1]);
+        float c, sn;
+        if (pos < 0 || pos >= a.max_pos) {
+            c = sn = __int_as_float(0x7fc00000); /* no error channel on the device: a NaN row shows it */
+        } else {
+            c = gc_f(((const T *)a.cos_cache)[pos * half + k]);
+            sn = gc_f(((const T *)a.sin_cache)[pos * half + k]);
+        }
+        y[i0] = gc_to<T>(c * x0 - sn * x1);
+        y[i1] = gc_to<T>(sn * x0 + c * x1);
+    }
+}
+
+extern "C" graft_status gcuda_rotary(const gcuda_rotary_args *a, gcuda_stream s, graft_error *err)
+{
+    if (a->rotary_dim <= 0 || a->rotary_dim % 2 || a->rotary_dim > a->head_size || a->batch < 0 || a->seq < 0 ||
+        a->heads < 0)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_rotary: rotary_dim %lld for head_size %lld",
+                          (long long)a->rotary_dim, (long long)a->head_size);
+    int64_t per_row = a->rotary_dim / 2 + (a->x == a->y ? 0 : a->head_size - a->rotary_dim);
+    int64_t items = a->batch * a->seq * a->heads * per_row;
+    if (items == 0) return GRAFT_OK;
+    GCUDA_DISPATCH(a->dtype, "gcuda_rotary", {
+        rotary_kernel<T><<<gc_blocks(items, 256), 256, 0, s>>>(*a, items, per_row);
+        GCUDA_CHECK_LAUNCH("rotary_kernel");
+    });
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ softmax */
+
+/* One block per row: an online (max, sum) pass, a block-wide merge, then
+ * the scaled exponentials. Each thread rereads only what it read, so y may
+ * alias x. */
+template <typename T>
+__global__ void __launch_bounds__(256) softmax_kernel(const T *x, T *y, int dim)
+{
+    __shared__ float sm[32], sl[32];
+    size_t row = (size_t)blockIdx.x * dim;
+    float m = -INFINITY, l = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = gc_f(x[row + i]);
+        if (v > m) {
+            l = l * __expf(m - v) + 1.0f;
+            m = v;
+        } else if (v != -INFINITY) {
+            l += __expf(v - m);
+        }
+    }
+    /* merge (m, l) across the warp, then across warps */
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
+        float mn = fmaxf(m, m2);
+        l = (mn == -INFINITY) ? 0.0f : l * __expf(m - mn) + l2 * __expf(m2 - mn);
+        m = mn;
+    }
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (lane == 0) {
+        sm[w] = m;
+        sl[w] = l;
+    }
+    __syncthreads();
+    m = lane < nw ? sm[lane] : -INFINITY;
+    l = lane < nw ? sl[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
+        float mn = fmaxf(m, m2);
+        l = (mn == -INFINITY) ? 0.0f : l * __expf(m - mn) + l2 * __expf(m2 - mn);
+        m = mn;
+    }
+    float inv = 1.0f / l;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) y[row + i] = gc_to<T>(__expf(gc_f(x[row + i]) - m) * inv);
+}
+
+extern "C" graft_status gcuda_softmax(int dtype, const void *x, void *y, int64_t rows, int64_t dim, gcuda_stream s,
+                                      graft_error *err)
+{
+    if (rows < 0 || dim <= 0 || rows > 0x7fffffff || dim > 0x7fffffff)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_softmax: %lld rows of %lld", (long long)rows, (long long)dim);
+    if (rows == 0) return GRAFT_OK;
+    int threads = dim >= 256 ? 256 : (int)((dim + 31) / 32 * 32);
+    GCUDA_DISPATCH(dtype, "gcuda_softmax", {
+        softmax_kernel<T><<<(unsigned)rows, threads, 0, s>>>((const T *)x, (T *)y, (int)dim);
+        GCUDA_CHECK_LAUNCH("softmax_kernel");
+    });
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ add, mul */
+
+template <typename T, int OP>
+__global__ void binary_kernel(const T *a, const T *b, T *y, int64_t n, int64_t bn)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float u = gc_f(a[i]), v = gc_f(b[bn == n ? i : i % bn]);
+        y[i] = gc_to<T>(OP == GCUDA_BINARY_ADD ? u + v : u * v);
+    }
+}
+
+/* Same shapes, 16-byte words. */
+template <typename T, int OP>
+__global__ void binary_vec_kernel(const uint4 *a, const uint4 *b, uint4 *y, int64_t nv)
+{
+    constexpr int V = gc_vec<T>::n;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv; i += (int64_t)gridDim.x * blockDim.x) {
+        uint4 ua = a[i], ub = b[i], uy;
+        float fa[V], fb[V];
+        gc_unpack<T>(ua, fa);
+        gc_unpack<T>(ub, fb);
+        T *ey = reinterpret_cast<T *>(&uy);
+#pragma unroll
+        for (int k = 0; k < V; k++) ey[k] = gc_to<T>(OP == GCUDA_BINARY_ADD ? fa[k] + fb[k] : fa[k] * fb[k]);
+        y[i] = uy;
+    }
+}
+
+extern "C" graft_status gcuda_binary(gcuda_binary_op op, int dtype, const void *a, const void *b, void *y, int64_t n,
+                                     int64_t b_n, gcuda_stream s, graft_error *err)
+{
+    if (n < 0 || b_n <= 0 || (n > 0 && n % b_n) || (op != GCUDA_BINARY_ADD && op != GCUDA_BINARY_MUL))
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_binary: op %d, %lld elements, b of %lld", (int)op, (long long)n,
+                          (long long)b_n);
+    if (n == 0) return GRAFT_OK;
+    size_t es = gcuda_dtype_size(dtype);
+    int vec = es && b_n == n && (n * (int64_t)es) % 16 == 0 && ((uintptr_t)a | (uintptr_t)b | (uintptr_t)y) % 16 == 0;
+    GCUDA_DISPATCH(dtype, "gcuda_binary", {
+        if (vec) {
+            int64_t nv = n * (int64_t)sizeof(T) / 16;
+            if (op == GCUDA_BINARY_ADD)
+                binary_vec_kernel<T, GCUDA_BINARY_ADD><<<gc_blocks(nv, 256), 256, 0, s>>>(
+                    (const uint4 *)a, (const uint4 *)b, (uint4 *)y, nv);
+            else
+                binary_vec_kernel<T, GCUDA_BINARY_MUL><<<gc_blocks(nv, 256), 256, 0, s>>>(
+                    (const uint4 *)a, (const uint4 *)b, (uint4 *)y, nv);
+        } else if (op == GCUDA_BINARY_ADD) {
+            binary_kernel<T, GCUDA_BINARY_ADD><<<gc_blocks(n, 256), 256, 0, s>>>((const T *)a, (const T *)b, (T *)y, n,
+                                                                                b_n);
+        } else {
+            binary_kernel<T, GCUDA_BINARY_MUL><<<gc_blocks(n, 256), 256, 0, s>>>((const T *)a, (const T *)b, (T *)y, n,
+                                                                                b_n);
+        }
+        GCUDA_CHECK_LAUNCH("binary_kernel");
+    });
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ gather */
+
+template <typename T>
+__global__ void gather_kernel(const T *table, int64_t rows, int64_t dim, const int64_t *ids, int64_t total, T *out)
+{
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = t / dim, d = t % dim, id = ids[i];
+        if (id < 0) id += rows;
+        out[t] = id >= 0 && id < rows ? table[id * dim + d] : T();
+    }
+}
+
+extern "C" graft_status gcuda_gather_rows(int dtype, const void *table, int64_t rows, int64_t dim, const int64_t *ids,
+                                          int64_t n, void *out, gcuda_stream s, graft_error *err)
+{
+    if (rows < 0 || dim < 0 || n < 0)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gather_rows: %lld ids into %lld x %lld", (long long)n,
+                          (long long)rows, (long long)dim);
+    if (n == 0 || dim == 0) return GRAFT_OK;
+    size_t es = gcuda_dtype_size(dtype);
+    /* rows of 16-byte words when they line up: gather them as uint4 */
+    if (es && (dim * (int64_t)es) % 16 == 0 && ((uintptr_t)table | (uintptr_t)out) % 16 == 0) {
+        int64_t dv = dim * (int64_t)es / 16;
+        gather_kernel<uint4><<<gc_blocks(n * dv, 256), 256, 0, s>>>((const uint4 *)table, rows, dv, ids, n * dv,
+                                                                     (uint4 *)out);
+        GCUDA_CHECK_LAUNCH("gather_kernel<uint4>");
+        return GRAFT_OK;
+    }
+    GCUDA_DISPATCH(dtype, "gcuda_gather_rows", {
+        gather_kernel<T><<<gc_blocks(n * dim, 256), 256, 0, s>>>((const T *)table, rows, dim, ids, n * dim, (T *)out);
+        GCUDA_CHECK_LAUNCH("gather_kernel");
+    });
+    return GRAFT_OK;
+}

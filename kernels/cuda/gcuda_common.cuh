@@ -1,0 +1,118 @@
+/* Internals shared by the kernels/cuda/ translation units: the GCUDA_CHECK
+ * family, dtype traits, conversions and reductions. Not a public header. */
+#ifndef GRAFT_KERNELS_CUDA_GCUDA_COMMON_CUH
+#define GRAFT_KERNELS_CUDA_GCUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "kernels/cuda/gcuda.h"
+
+/* Fills err from a CUDA error (file, line, the failing expression); returns
+ * GRAFT_ENOMEM for allocation failures, GRAFT_EIO otherwise. */
+graft_status gcuda_fail(graft_error *err, cudaError_t e, const char *what, const char *file, int line);
+/* Fills err with a formatted message; returns code. */
+graft_status gcuda_errf(graft_error *err, graft_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Multiprocessors of the current device (cached after the first call). */
+graft_status gcuda_sm_count(int *out, graft_error *err);
+
+/* Every CUDA call goes through GCUDA_CHECK; every launch is followed by
+ * GCUDA_CHECK_LAUNCH. Both return from the enclosing function (which has a
+ * graft_error *err in scope) with the error filled in. */
+#define GCUDA_CHECK(call)                                                              \
+    do {                                                                               \
+        cudaError_t gcuda_e_ = (call);                                                 \
+        if (gcuda_e_ != cudaSuccess) return gcuda_fail(err, gcuda_e_, #call, __FILE__, __LINE__); \
+    } while (0)
+#define GCUDA_CHECK_LAUNCH(name)                                                       \
+    do {                                                                               \
+        cudaError_t gcuda_e_ = cudaGetLastError();                                     \
+        if (gcuda_e_ != cudaSuccess) return gcuda_fail(err, gcuda_e_, "launch " name, __FILE__, __LINE__); \
+    } while (0)
+
+/* Calls BODY with T bound to the storage type of `dtype`; unsupported dtypes
+ * return GRAFT_EUNSUPPORTED naming `fn`. */
+#define GCUDA_DISPATCH(dtype, fn, ...)                                                 \
+    switch (dtype) {                                                                   \
+    case GRAFT_DTYPE_FLOAT: {                                                          \
+        typedef float T;                                                               \
+        __VA_ARGS__;                                                                   \
+        break;                                                                         \
+    }                                                                                  \
+    case GRAFT_DTYPE_FLOAT16: {                                                        \
+        typedef __half T;                                                              \
+        __VA_ARGS__;                                                                   \
+        break;                                                                         \
+    }                                                                                  \
+    case GRAFT_DTYPE_BFLOAT16: {                                                       \
+        typedef __nv_bfloat16 T;                                                       \
+        __VA_ARGS__;                                                                   \
+        break;                                                                         \
+    }                                                                                  \
+    default:                                                                           \
+        return gcuda_errf(err, GRAFT_EUNSUPPORTED, "%s: dtype %d not supported", fn, dtype); \
+    }
+
+__device__ __forceinline__ float gc_f(float v) { return v; }
+__device__ __forceinline__ float gc_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float gc_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T gc_to(float v);
+template <> __device__ __forceinline__ float gc_to<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half gc_to<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 gc_to<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+/* Elements of T in 16 bytes. */
+template <typename T> struct gc_vec {
+    static constexpr int n = 16 / (int)sizeof(T);
+};
+
+/* 16-byte word to n floats. */
+template <typename T> __device__ __forceinline__ void gc_unpack(const uint4 &u, float *f)
+{
+    const T *e = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int i = 0; i < gc_vec<T>::n; i++) f[i] = gc_f(e[i]);
+}
+
+__device__ __forceinline__ float gc_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float gc_warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread
+ * gets the result. `scratch` holds 32 floats; the function ends with a
+ * barrier so it can be reused right away. */
+__device__ __forceinline__ float gc_block_sum(float v, float *scratch)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = gc_warp_sum(v);
+    if (lane == 0) scratch[w] = v;
+    __syncthreads();
+    float t = lane < nw ? scratch[lane] : 0.0f;
+    t = gc_warp_sum(t);
+    __syncthreads();
+    return t;
+}
+
+static inline unsigned gc_blocks(int64_t n, int threads, int64_t cap = 65535LL * 16)
+{
+    int64_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > cap) b = cap;
+    return (unsigned)b;
+}
+
+#endif

@@ -1,0 +1,151 @@
+/* CUDA error reporting, device queries and buffer helpers. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cuda/gcuda_common.cuh"
+
+graft_status gcuda_fail(graft_error *err, cudaError_t e, const char *what, const char *file, int line)
+{
+    graft_status code = e == cudaErrorMemoryAllocation ? GRAFT_ENOMEM : GRAFT_EIO;
+    if (err) {
+        err->code = code;
+        snprintf(err->msg, sizeof err->msg, "%s:%d: %s: %s (%s)", file, line, what, cudaGetErrorString(e),
+                 cudaGetErrorName(e));
+    }
+    return code;
+}
+
+graft_status gcuda_errf(graft_error *err, graft_status code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->code = code;
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+graft_status gcuda_sm_count(int *out, graft_error *err)
+{
+    static int cached_dev = -1, cached_sms = 0;
+    int dev;
+    GCUDA_CHECK(cudaGetDevice(&dev));
+    if (dev != cached_dev) {
+        int sms;
+        GCUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        cached_sms = sms;
+        cached_dev = dev;
+    }
+    *out = cached_sms;
+    return GRAFT_OK;
+}
+
+extern "C" {
+
+graft_status gcuda_device_count(int *count, graft_error *err)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
+        (void)cudaGetLastError(); /* clear it: no device is an answer, not an error */
+        *count = 0;
+        return GRAFT_OK;
+    }
+    if (e != cudaSuccess) {
+        *count = 0;
+        return gcuda_fail(err, e, "cudaGetDeviceCount", __FILE__, __LINE__);
+    }
+    *count = n;
+    return GRAFT_OK;
+}
+
+graft_status gcuda_device_info_get(gcuda_device_info *info, graft_error *err)
+{
+    int dev;
+    cudaDeviceProp p;
+    GCUDA_CHECK(cudaGetDevice(&dev));
+    GCUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", p.name);
+    info->cc_major = p.major;
+    info->cc_minor = p.minor;
+    info->sm_count = p.multiProcessorCount;
+    info->global_bytes = p.totalGlobalMem;
+    info->l2_bytes = (size_t)p.l2CacheSize;
+    info->smem_optin_bytes = p.sharedMemPerBlockOptin;
+    return GRAFT_OK;
+}
+
+graft_status gcuda_malloc(void **out, size_t bytes, graft_error *err)
+{
+    *out = NULL;
+    void *p = NULL;
+    GCUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    *out = p;
+    return GRAFT_OK;
+}
+
+void gcuda_free(void *p)
+{
+    if (p) (void)cudaFree(p);
+}
+
+graft_status gcuda_upload(void *dst, const void *src, size_t bytes, gcuda_stream s, graft_error *err)
+{
+    if (bytes) GCUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+    return GRAFT_OK;
+}
+
+graft_status gcuda_download(void *dst, const void *src, size_t bytes, gcuda_stream s, graft_error *err)
+{
+    if (bytes) GCUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+    GCUDA_CHECK(cudaStreamSynchronize(s));
+    return GRAFT_OK;
+}
+
+graft_status gcuda_memset(void *dst, int byte, size_t bytes, gcuda_stream s, graft_error *err)
+{
+    if (bytes) GCUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, s));
+    return GRAFT_OK;
+}
+
+graft_status gcuda_sync(gcuda_stream s, graft_error *err)
+{
+    GCUDA_CHECK(cudaStreamSynchronize(s));
+    GCUDA_CHECK(cudaGetLastError());
+    return GRAFT_OK;
+}
+
+size_t gcuda_dtype_size(int dtype)
+{
+    switch (dtype) {
+    case GRAFT_DTYPE_FLOAT: return 4;
+    case GRAFT_DTYPE_FLOAT16:
+    case GRAFT_DTYPE_BFLOAT16: return 2;
+    default: return 0;
+    }
+}
+
+} /* extern "C" */
+
+template <typename U> __global__ void fill_kernel(U *p, size_t n, U v)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = v;
+}
+
+extern "C" graft_status gcuda_fill_nan(int dtype, void *dst, size_t n, gcuda_stream s, graft_error *err)
+{
+    if (n == 0) return GRAFT_OK;
+    unsigned blocks = gc_blocks((int64_t)n, 256, 4096);
+    switch (dtype) {
+    case GRAFT_DTYPE_FLOAT: fill_kernel<uint32_t><<<blocks, 256, 0, s>>>((uint32_t *)dst, n, 0x7fc00000u); break;
+    case GRAFT_DTYPE_FLOAT16: fill_kernel<uint16_t><<<blocks, 256, 0, s>>>((uint16_t *)dst, n, (uint16_t)0x7e00); break;
+    case GRAFT_DTYPE_BFLOAT16: fill_kernel<uint16_t><<<blocks, 256, 0, s>>>((uint16_t *)dst, n, (uint16_t)0x7fc0); break;
+    default: return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_fill_nan: dtype %d not supported", dtype);
+    }
+    GCUDA_CHECK_LAUNCH("fill_kernel");
+    return GRAFT_OK;
+}

@@ -1,0 +1,170 @@
+/* Decode GEMV: y[N] = x[K] . W[K, N], W row-major (ONNX MatMul weights).
+ *
+ * Bandwidth-bound: W is read once. A block owns TN columns and a chunk of
+ * K; its threads form CT column threads (each V adjacent columns, one
+ * 16-byte load per row when V = 16 / sizeof(T)) times KG row groups that
+ * stride through the chunk, four rows in flight each. Row groups are
+ * reduced through shared memory in a fixed order. When the column tiles
+ * alone cannot fill the device, K is split over blocks (grid.y); each split
+ * writes fp32 partials to the workspace, and the last block of a tile to
+ * finish (atomic counter, reset by that block) adds them in split order, so
+ * results are deterministic and the launch needs no separate reduction. */
+#include "kernels/cuda/gcuda_common.cuh"
+
+#define GEMV_THREADS 256
+#define GEMV_MAX_SPLITS 64
+
+template <typename T, int V, int CT>
+__global__ void __launch_bounds__(GEMV_THREADS)
+    gemv_kernel(const T *__restrict__ x, const T *__restrict__ W, T *__restrict__ y, float *__restrict__ ws,
+                unsigned *__restrict__ counters, int K, int N, int kchunk)
+{
+    constexpr int KG = GEMV_THREADS / CT, TN = CT * V;
+    __shared__ float red[KG][TN + 1];
+    __shared__ bool last;
+    int ct = threadIdx.x % CT, kg = threadIdx.x / CT;
+    int n0 = blockIdx.x * TN + ct * V;
+    int k0 = blockIdx.y * kchunk, k1 = min(K, k0 + kchunk);
+    float acc[V];
+#pragma unroll
+    for (int i = 0; i < V; i++) acc[i] = 0.0f;
+    if (n0 < N) { /* N % V == 0 when V > 1: the whole vector is in range */
+        const T *wp = W + n0;
+        int k = k0 + kg;
+        if constexpr (V * sizeof(T) == 16) {
+            for (; k + 3 * KG < k1; k += 4 * KG) {
+                uint4 w[4];
+                float xv[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    w[u] = __ldg(reinterpret_cast<const uint4 *>(wp + (size_t)(k + u * KG) * N));
+                    xv[u] = gc_f(x[k + u * KG]);
+                }
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    float f[V];
+                    gc_unpack<T>(w[u], f);
+#pragma unroll
+                    for (int i = 0; i < V; i++) acc[i] = fmaf(xv[u], f[i], acc[i]);
+                }
+            }
+            for (; k < k1; k += KG) {
+                float f[V], xv = gc_f(x[k]);
+                gc_unpack<T>(__ldg(reinterpret_cast<const uint4 *>(wp + (size_t)k * N)), f);
+#pragma unroll
+                for (int i = 0; i < V; i++) acc[i] = fmaf(xv, f[i], acc[i]);
+            }
+        } else {
+            for (; k < k1; k += KG) {
+                float xv = gc_f(x[k]);
+#pragma unroll
+                for (int i = 0; i < V; i++) acc[i] = fmaf(xv, gc_f(wp[(size_t)k * N + i]), acc[i]);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < V; i++) red[kg][ct * V + i] = acc[i];
+    __syncthreads();
+    for (int c = threadIdx.x; c < TN; c += GEMV_THREADS) {
+        float sum = 0.0f;
+#pragma unroll 8
+        for (int g = 0; g < KG; g++) sum += red[g][c];
+        int n = blockIdx.x * TN + c;
+        if (n < N) {
+            if (gridDim.y == 1)
+                y[n] = gc_to<T>(sum);
+            else
+                ws[(size_t)blockIdx.y * N + n] = sum;
+        }
+    }
+    if (gridDim.y == 1) return;
+    /* split-K: the last block of this column tile adds the partials */
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int c = threadIdx.x; c < TN; c += GEMV_THREADS) {
+        int n = blockIdx.x * TN + c;
+        if (n >= N) continue;
+        float sum = 0.0f;
+        for (unsigned sp = 0; sp < gridDim.y; sp++) sum += __ldcg(ws + (size_t)sp * N + n);
+        y[n] = gc_to<T>(sum);
+    }
+    if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+}
+
+typedef struct gemv_geom {
+    int vec;          /* 16-byte loads */
+    int tn, tiles;    /* columns per block, column tiles */
+    int splits, kchunk;
+} gemv_geom;
+
+static graft_status gemv_geometry(int dtype, int64_t K, int64_t N, int aligned, gemv_geom *g, graft_error *err)
+{
+    size_t es = gcuda_dtype_size(dtype);
+    if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv: dtype %d not supported", dtype);
+    if (K <= 0 || N <= 0 || K > 0x7fffffff || N > 0x7fffffff)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv: K %lld, N %lld", (long long)K, (long long)N);
+    int V = (int)(16 / es);
+    g->vec = aligned && N % V == 0;
+    g->tn = g->vec ? 8 * V : 64; /* CT = 8 (vector) or 64 (scalar) */
+    g->tiles = (int)((N + g->tn - 1) / g->tn);
+    int sms;
+    graft_status st = gcuda_sm_count(&sms, err);
+    if (st) return st;
+    int64_t want = ((int64_t)4 * sms + g->tiles - 1) / g->tiles; /* about four blocks per SM */
+    int64_t maxk = K / 256 > 0 ? K / 256 : 1;                    /* at least 256 rows per split */
+    if (want > maxk) want = maxk;
+    if (want > GEMV_MAX_SPLITS) want = GEMV_MAX_SPLITS;
+    if (want < 1) want = 1;
+    g->kchunk = (int)((K + want - 1) / want);
+    g->splits = (int)((K + g->kchunk - 1) / g->kchunk);
+    return GRAFT_OK;
+}
+
+static size_t gemv_ws_bytes(const gemv_geom *g, int64_t N)
+{
+    if (g->splits == 1) return 0;
+    return (size_t)g->splits * (size_t)N * sizeof(float) + (size_t)g->tiles * sizeof(unsigned);
+}
+
+extern "C" graft_status gcuda_gemv_plan(int dtype, int64_t K, int64_t N, size_t *ws_bytes, graft_error *err)
+{
+    /* the larger of the aligned and unaligned plans: valid for any pointers */
+    gemv_geom a = {}, b = {};
+    graft_status st = gemv_geometry(dtype, K, N, 1, &a, err);
+    if (st) return st;
+    st = gemv_geometry(dtype, K, N, 0, &b, err);
+    if (st) return st;
+    size_t x = gemv_ws_bytes(&a, N), z = gemv_ws_bytes(&b, N);
+    *ws_bytes = x > z ? x : z;
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gcuda_gemv(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
+                                   size_t ws_bytes, gcuda_stream s, graft_error *err)
+{
+    gemv_geom g = {};
+    int aligned = (uintptr_t)w % 16 == 0;
+    graft_status st = gemv_geometry(dtype, K, N, aligned, &g, err);
+    if (st) return st;
+    size_t need = gemv_ws_bytes(&g, N);
+    if (need > ws_bytes || (need && !ws))
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv: workspace of %zu bytes, %zu needed (gcuda_gemv_plan)",
+                          ws_bytes, need);
+    float *part = (float *)ws;
+    unsigned *counters = need ? (unsigned *)(part + (size_t)g.splits * N) : NULL;
+    dim3 grid((unsigned)g.tiles, (unsigned)g.splits);
+    GCUDA_DISPATCH(dtype, "gcuda_gemv", {
+        if (g.vec)
+            gemv_kernel<T, 16 / sizeof(T), 8><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, (const T *)w, (T *)y, part,
+                                                                          counters, (int)K, (int)N, g.kchunk);
+        else
+            gemv_kernel<T, 1, 64><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, (const T *)w, (T *)y, part, counters,
+                                                              (int)K, (int)N, g.kchunk);
+        GCUDA_CHECK_LAUNCH("gemv_kernel");
+    });
+    return GRAFT_OK;
+}

@@ -1,0 +1,712 @@
+/* Kernel lab check for kernels/cuda: every kernel against a CPU reference
+ * (fp64, written here from the ONNX / com.microsoft semantics the CPU
+ * kernels implement) on fresh random inputs, several shapes, fp32, fp16
+ * and bf16. Outputs are poisoned with NaN before each run; the check counts
+ * non-finite outputs first, then takes the normalised error
+ * max|gpu - ref| / max|ref| against a threshold per dtype. Then (without
+ * --quick) the bandwidth of the decode GEMV and flash-decoding attention
+ * against a device-to-device copy measured in the same run.
+ *
+ *   test_kernels [--quick]     exit 0 when every check passes, or when
+ *                              there is no CUDA device (a skip line) */
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/gcuda.h"
+
+static graft_error E;
+
+static void die(int line, const char *what)
+{
+    fprintf(stderr, "test_kernels.cu:%d: %s failed: %s\n", line, what, E.msg);
+    exit(1);
+}
+#define CK(call)                                    \
+    do {                                            \
+        if ((call) != GRAFT_OK) die(__LINE__, #call); \
+    } while (0)
+#define CUCK(call)                                                                       \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) {                                                         \
+            snprintf(E.msg, sizeof E.msg, "%s", cudaGetErrorString(e_));                 \
+            die(__LINE__, #call);                                                        \
+        }                                                                                \
+    } while (0)
+
+/* ------------------------------------------------------------ dtypes */
+
+static const int DTYPES[3] = {GRAFT_DTYPE_FLOAT, GRAFT_DTYPE_FLOAT16, GRAFT_DTYPE_BFLOAT16};
+
+static const char *dname(int dt)
+{
+    return dt == GRAFT_DTYPE_FLOAT ? "fp32" : dt == GRAFT_DTYPE_FLOAT16 ? "fp16" : "bf16";
+}
+
+static double threshold(int dt)
+{
+    return dt == GRAFT_DTYPE_FLOAT ? 2e-5 : dt == GRAFT_DTYPE_FLOAT16 ? 2e-3 : 1.6e-2;
+}
+
+static float round_to(int dt, float v)
+{
+    if (dt == GRAFT_DTYPE_FLOAT16) return __half2float(__float2half_rn(v));
+    if (dt == GRAFT_DTYPE_BFLOAT16) return __bfloat162float(__float2bfloat16_rn(v));
+    return v;
+}
+
+static void pack(int dt, const float *src, size_t n, void *dst)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (dt == GRAFT_DTYPE_FLOAT)
+            ((float *)dst)[i] = src[i];
+        else if (dt == GRAFT_DTYPE_FLOAT16)
+            ((__half *)dst)[i] = __float2half_rn(src[i]);
+        else
+            ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
+    }
+}
+
+static void unpack(int dt, const void *src, size_t n, float *dst)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (dt == GRAFT_DTYPE_FLOAT)
+            dst[i] = ((const float *)src)[i];
+        else if (dt == GRAFT_DTYPE_FLOAT16)
+            dst[i] = __half2float(((const __half *)src)[i]);
+        else
+            dst[i] = __bfloat162float(((const __nv_bfloat16 *)src)[i]);
+    }
+}
+
+/* ------------------------------------------------------------ buffers */
+
+static std::vector<void *> g_allocs;
+static unsigned g_seed = 1234;
+
+static void *dalloc(size_t bytes)
+{
+    void *p;
+    CK(gcuda_malloc(&p, bytes, &E));
+    g_allocs.push_back(p);
+    return p;
+}
+
+static void release_all()
+{
+    for (void *p : g_allocs) gcuda_free(p);
+    g_allocs.clear();
+}
+
+static void *dupload(int dt, const std::vector<float> &v)
+{
+    std::vector<unsigned char> h(v.size() * gcuda_dtype_size(dt));
+    pack(dt, v.data(), v.size(), h.data());
+    void *d = dalloc(h.size());
+    CK(gcuda_upload(d, h.data(), h.size(), NULL, &E));
+    CK(gcuda_sync(NULL, &E));
+    return d;
+}
+
+/* n elements of dt, poisoned with NaN */
+static void *dpoisoned(int dt, size_t n)
+{
+    void *d = dalloc(n * gcuda_dtype_size(dt));
+    CK(gcuda_fill_nan(dt, d, n, NULL, &E));
+    return d;
+}
+
+static std::vector<float> ddown(int dt, const void *d, size_t n)
+{
+    std::vector<unsigned char> h(n * gcuda_dtype_size(dt));
+    CK(gcuda_sync(NULL, &E));
+    CK(gcuda_download(h.data(), d, h.size(), NULL, &E));
+    std::vector<float> f(n);
+    unpack(dt, h.data(), n, f.data());
+    return f;
+}
+
+/* n uniform values in [lo, hi), rounded to dt (GPU and reference see the same inputs) */
+static std::vector<float> rnd(int dt, size_t n, float lo = -1.0f, float hi = 1.0f)
+{
+    std::mt19937 g(g_seed++);
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(n);
+    for (auto &x : v) x = round_to(dt, u(g));
+    return v;
+}
+
+/* ------------------------------------------------------------ results */
+
+struct row {
+    std::string kernel, shape;
+    int dt;
+    size_t nonfinite, n;
+    double err, thr;
+    bool pass;
+};
+static std::vector<row> g_rows;
+
+static bool check(const char *kernel, const std::string &shape, int dt, const std::vector<float> &got,
+                  const std::vector<double> &ref)
+{
+    row r{kernel, shape, dt, 0, got.size(), 0.0, threshold(dt), false};
+    double mref = 0, mdiff = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        if (!std::isfinite(got[i])) {
+            r.nonfinite++;
+            continue;
+        }
+        mref = std::max(mref, std::fabs(ref[i]));
+        mdiff = std::max(mdiff, std::fabs((double)got[i] - ref[i]));
+    }
+    r.err = mdiff / (mref > 0 ? mref : 1.0);
+    r.pass = r.nonfinite == 0 && got.size() == ref.size() && r.err <= r.thr;
+    g_rows.push_back(r);
+    return r.pass;
+}
+
+static std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static std::string fmt(const char *f, ...)
+{
+    char b[256];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(b, sizeof b, f, ap);
+    va_end(ap);
+    return b;
+}
+
+/* ------------------------------------------------------------ norms */
+
+static void test_rmsnorm(int dt, int rows, int dim, bool inplace)
+{
+    float eps = 1e-6f;
+    auto x = rnd(dt, (size_t)rows * dim, -2, 2), g = rnd(dt, dim, 0.5f, 1.5f);
+    void *dx = dupload(dt, x), *dg = dupload(dt, g);
+    void *dy = inplace ? dx : dpoisoned(dt, x.size());
+    CK(gcuda_rmsnorm(dt, dx, dg, dy, rows, dim, eps, NULL, &E));
+    auto got = ddown(dt, dy, x.size());
+    std::vector<double> ref(x.size());
+    for (int r = 0; r < rows; r++) {
+        double s = 0;
+        for (int i = 0; i < dim; i++) s += (double)x[(size_t)r * dim + i] * x[(size_t)r * dim + i];
+        double inv = 1.0 / std::sqrt(s / dim + eps);
+        for (int i = 0; i < dim; i++) ref[(size_t)r * dim + i] = x[(size_t)r * dim + i] * inv * g[i];
+    }
+    check("rmsnorm", fmt("%dx%d%s", rows, dim, inplace ? " in-place" : ""), dt, got, ref);
+    release_all();
+}
+
+static void test_skip_rmsnorm(int dt, int rows, int dim, bool bias)
+{
+    float eps = 1e-6f;
+    size_t n = (size_t)rows * dim;
+    auto x = rnd(dt, n, -2, 2), sk = rnd(dt, n, -2, 2), g = rnd(dt, dim, 0.5f, 1.5f), bi = rnd(dt, dim, -0.5f, 0.5f);
+    void *dx = dupload(dt, x), *ds = dupload(dt, sk), *dg = dupload(dt, g), *db = bias ? dupload(dt, bi) : NULL;
+    void *dy = dpoisoned(dt, n), *dsum = dpoisoned(dt, n);
+    CK(gcuda_skip_rmsnorm(dt, dx, ds, db, dg, dy, dsum, rows, dim, eps, NULL, &E));
+    auto got = ddown(dt, dy, n), gsum = ddown(dt, dsum, n);
+    std::vector<double> ref(n), rsum(n);
+    for (int r = 0; r < rows; r++) {
+        double s = 0;
+        for (int i = 0; i < dim; i++) {
+            size_t k = (size_t)r * dim + i;
+            /* the sum in fp32, as the kernels do (CPU kernel: float t) */
+            float t = x[k] + sk[k];
+            if (bias) t += bi[i];
+            rsum[k] = t;
+            s += (double)t * t;
+        }
+        double inv = 1.0 / std::sqrt(s / dim + eps);
+        for (int i = 0; i < dim; i++) ref[(size_t)r * dim + i] = rsum[(size_t)r * dim + i] * inv * g[i];
+    }
+    std::string sh = fmt("%dx%d%s", rows, dim, bias ? " +bias" : "");
+    check("skip_rmsnorm.y", sh, dt, got, ref);
+    check("skip_rmsnorm.sum", sh, dt, gsum, rsum);
+    release_all();
+}
+
+/* ------------------------------------------------------------ rotary */
+
+static void test_rotary(int dt, int B, int S, int H, int hs, int rd, int interleaved, int bhsd, bool inplace)
+{
+    int half = rd / 2, max_pos = 64;
+    size_t n = (size_t)B * S * H * hs;
+    auto x = rnd(dt, n);
+    std::vector<float> cs((size_t)max_pos * half), sn(cs.size());
+    for (int p = 0; p < max_pos; p++)
+        for (int i = 0; i < half; i++) {
+            double th = p * std::pow(10000.0, -2.0 * i / rd);
+            cs[(size_t)p * half + i] = round_to(dt, (float)std::cos(th));
+            sn[(size_t)p * half + i] = round_to(dt, (float)std::sin(th));
+        }
+    std::mt19937 gen(g_seed++);
+    std::vector<int64_t> pos((size_t)B * S);
+    for (auto &p : pos) p = (int64_t)(gen() % max_pos);
+    void *dx = dupload(dt, x), *dc = dupload(dt, cs), *dsn = dupload(dt, sn);
+    int64_t *dpos = (int64_t *)dalloc(pos.size() * sizeof(int64_t));
+    CK(gcuda_upload(dpos, pos.data(), pos.size() * sizeof(int64_t), NULL, &E));
+    void *dy = inplace ? dx : dpoisoned(dt, n);
+    gcuda_rotary_args a;
+    memset(&a, 0, sizeof a);
+    a.dtype = dt;
+    a.x = dx;
+    a.y = dy;
+    a.cos_cache = dc;
+    a.sin_cache = dsn;
+    a.positions = dpos;
+    a.batch = B, a.seq = S, a.heads = H, a.head_size = hs, a.rotary_dim = rd, a.max_pos = max_pos;
+    if (bhsd) {
+        a.stride_b = (int64_t)H * S * hs, a.stride_s = hs, a.stride_h = (int64_t)S * hs;
+    } else {
+        a.stride_b = (int64_t)S * H * hs, a.stride_s = (int64_t)H * hs, a.stride_h = hs;
+    }
+    a.interleaved = interleaved;
+    CK(gcuda_rotary(&a, NULL, &E));
+    auto got = ddown(dt, dy, n);
+    std::vector<double> ref(n);
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < S; s++)
+            for (int h = 0; h < H; h++) {
+                size_t off = (size_t)b * a.stride_b + (size_t)s * a.stride_s + (size_t)h * a.stride_h;
+                const float *xr = &x[off];
+                double *yr = &ref[off];
+                int64_t p = pos[(size_t)b * S + s];
+                for (int i = 0; i < half; i++) {
+                    double c = cs[(size_t)p * half + i], si = sn[(size_t)p * half + i];
+                    int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+                    yr[i0] = c * xr[i0] - si * xr[i1];
+                    yr[i1] = si * xr[i0] + c * xr[i1];
+                }
+                for (int i = rd; i < hs; i++) yr[i] = xr[i];
+            }
+    check("rotary",
+          fmt("B%d S%d H%d hs%d rd%d %s %s%s", B, S, H, hs, rd, interleaved ? "inter" : "half", bhsd ? "BHSD" : "BSHD",
+              inplace ? " in-place" : ""),
+          dt, got, ref);
+    release_all();
+}
+
+/* ------------------------------------------------------------ GEMV */
+
+static void test_gemv(int dt, int K, int N)
+{
+    auto x = rnd(dt, K), w = rnd(dt, (size_t)K * N);
+    void *dx = dupload(dt, x), *dw = dupload(dt, w), *dy = dpoisoned(dt, N);
+    size_t wsb;
+    CK(gcuda_gemv_plan(dt, K, N, &wsb, &E));
+    void *ws = wsb ? dalloc(wsb) : NULL;
+    if (wsb) CK(gcuda_memset(ws, 0, wsb, NULL, &E));
+    std::vector<double> ref(N, 0.0);
+    for (int k = 0; k < K; k++) {
+        double xv = x[k];
+        const float *wr = &w[(size_t)k * N];
+        for (int n = 0; n < N; n++) ref[n] += xv * wr[n];
+    }
+    /* twice: the second call checks that the split-K counters reset */
+    for (int rep = 0; rep < 2; rep++) {
+        if (rep) CK(gcuda_fill_nan(dt, dy, N, NULL, &E));
+        CK(gcuda_gemv(dt, dx, dw, dy, K, N, ws, wsb, NULL, &E));
+        auto got = ddown(dt, dy, N);
+        check("gemv", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, got, ref);
+    }
+    release_all();
+}
+
+/* ------------------------------------------------------------ attention */
+
+struct attn_case {
+    int B, Hq, Hkv, hd, max_seq;
+    std::vector<int> lens;
+    long long window_left;
+    float softcap, scale; /* scale 0: 1/sqrt(hd) */
+    int splits;           /* 0: auto */
+};
+
+static void test_attn(int dt, const attn_case &c)
+{
+    int G = c.Hq / c.Hkv;
+    float scale = c.scale > 0 ? c.scale : 1.0f / std::sqrt((float)c.hd);
+    size_t nq = (size_t)c.B * c.Hq * c.hd, nc = (size_t)c.B * c.Hkv * c.max_seq * c.hd;
+    auto q = rnd(dt, nq), K = rnd(dt, nc), V = rnd(dt, nc);
+    /* keys the query must not see are NaN: reading one shows in the output */
+    for (int b = 0; b < c.B; b++) {
+        int L = c.lens[b];
+        long long lo = c.window_left >= 0 ? std::max(0LL, L - 1 - c.window_left) : 0;
+        for (int h = 0; h < c.Hkv; h++)
+            for (int j = 0; j < c.max_seq; j++)
+                if (j >= L || j < lo)
+                    for (int d = 0; d < c.hd; d++) {
+                        size_t k = (((size_t)b * c.Hkv + h) * c.max_seq + j) * c.hd + d;
+                        K[k] = V[k] = NAN;
+                    }
+    }
+    void *dq = dupload(dt, q), *dk = dupload(dt, K), *dv = dupload(dt, V), *dout = dpoisoned(dt, nq);
+    int32_t *dlens = (int32_t *)dalloc(c.B * sizeof(int32_t));
+    CK(gcuda_upload(dlens, c.lens.data(), c.B * sizeof(int32_t), NULL, &E));
+    gcuda_attn_decode_args a;
+    memset(&a, 0, sizeof a);
+    a.dtype = dt;
+    a.batch = c.B, a.q_heads = c.Hq, a.kv_heads = c.Hkv, a.head_dim = c.hd, a.max_seq = c.max_seq;
+    a.q = dq, a.k_cache = dk, a.v_cache = dv, a.seq_lens = dlens, a.out = dout;
+    a.scale = scale, a.softcap = c.softcap, a.window_left = c.window_left;
+    a.num_splits = c.splits;
+    CK(gcuda_attn_decode_plan(&a, &E));
+    a.ws = dpoisoned(GRAFT_DTYPE_FLOAT, a.ws_bytes / 4); /* partials are written before they are read */
+    CK(gcuda_attn_decode(&a, NULL, &E));
+    auto got = ddown(dt, dout, nq);
+    std::vector<double> ref(nq, 0.0);
+    for (int b = 0; b < c.B; b++) {
+        int L = c.lens[b];
+        long long lo = c.window_left >= 0 ? std::max(0LL, L - 1 - c.window_left) : 0;
+        for (int qh = 0; qh < c.Hq; qh++) {
+            int kh = qh / G;
+            const float *qr = &q[((size_t)b * c.Hq + qh) * c.hd];
+            std::vector<double> s;
+            double m = -INFINITY;
+            for (long long j = lo; j < L; j++) {
+                const float *kr = &K[(((size_t)b * c.Hkv + kh) * c.max_seq + j) * c.hd];
+                double d = 0;
+                for (int i = 0; i < c.hd; i++) d += (double)qr[i] * kr[i];
+                d *= scale;
+                if (c.softcap > 0) d = c.softcap * std::tanh(d / c.softcap);
+                s.push_back(d);
+                m = std::max(m, d);
+            }
+            double sum = 0;
+            for (auto &e : s) sum += (e = std::exp(e - m));
+            double *o = &ref[((size_t)b * c.Hq + qh) * c.hd];
+            for (size_t t = 0; t < s.size(); t++) {
+                const float *vr = &V[(((size_t)b * c.Hkv + kh) * c.max_seq + lo + t) * c.hd];
+                for (int i = 0; i < c.hd; i++) o[i] += s[t] / sum * vr[i];
+            }
+        }
+    }
+    std::string lens;
+    for (int L : c.lens) lens += fmt("%s%d", lens.empty() ? "" : ",", L);
+    std::string sh = fmt("B%d Hq%d Hkv%d hd%d L%s", c.B, c.Hq, c.Hkv, c.hd, lens.c_str());
+    if (c.window_left >= 0) sh += fmt(" win%lld", c.window_left);
+    if (c.softcap > 0) sh += fmt(" cap%g", c.softcap);
+    sh += fmt(" sp%d", a.num_splits);
+    check("attn_decode", sh, dt, got, ref);
+    release_all();
+}
+
+/* ------------------------------------------------------------ softmax, binary, gather */
+
+static void test_softmax(int dt, int rows, int dim)
+{
+    auto x = rnd(dt, (size_t)rows * dim, -8, 8);
+    void *dx = dupload(dt, x), *dy = dpoisoned(dt, x.size());
+    CK(gcuda_softmax(dt, dx, dy, rows, dim, NULL, &E));
+    auto got = ddown(dt, dy, x.size());
+    std::vector<double> ref(x.size());
+    for (int r = 0; r < rows; r++) {
+        const float *xr = &x[(size_t)r * dim];
+        double m = -INFINITY, s = 0;
+        for (int i = 0; i < dim; i++) m = std::max(m, (double)xr[i]);
+        for (int i = 0; i < dim; i++) s += std::exp(xr[i] - m);
+        for (int i = 0; i < dim; i++) ref[(size_t)r * dim + i] = std::exp(xr[i] - m) / s;
+    }
+    check("softmax", fmt("%dx%d", rows, dim), dt, got, ref);
+    release_all();
+}
+
+static void test_binary(int dt, gcuda_binary_op op, int n, int bn)
+{
+    auto a = rnd(dt, n, -4, 4), b = rnd(dt, bn, -4, 4);
+    void *da = dupload(dt, a), *db = dupload(dt, b), *dy = dpoisoned(dt, n);
+    CK(gcuda_binary(op, dt, da, db, dy, n, bn, NULL, &E));
+    auto got = ddown(dt, dy, n);
+    std::vector<double> ref(n);
+    for (int i = 0; i < n; i++)
+        ref[i] = op == GCUDA_BINARY_ADD ? (double)a[i] + b[i % bn] : (double)a[i] * b[i % bn];
+    check(op == GCUDA_BINARY_ADD ? "add" : "mul", fmt("n%d b%d", n, bn), dt, got, ref);
+    release_all();
+}
+
+static void test_gather(int dt, int rows, int dim)
+{
+    auto t = rnd(dt, (size_t)rows * dim);
+    std::vector<int64_t> ids = {5, rows - 1, -1, 0, rows, -(int64_t)rows - 1, 3, 3};
+    void *dtab = dupload(dt, t), *dy = dpoisoned(dt, ids.size() * dim);
+    int64_t *dids = (int64_t *)dalloc(ids.size() * sizeof(int64_t));
+    CK(gcuda_upload(dids, ids.data(), ids.size() * sizeof(int64_t), NULL, &E));
+    CK(gcuda_gather_rows(dt, dtab, rows, dim, dids, (int64_t)ids.size(), dy, NULL, &E));
+    auto got = ddown(dt, dy, ids.size() * dim);
+    std::vector<double> ref(got.size(), 0.0);
+    for (size_t i = 0; i < ids.size(); i++) {
+        int64_t id = ids[i] < 0 ? ids[i] + rows : ids[i];
+        if (id < 0 || id >= rows) continue;
+        for (int d = 0; d < dim; d++) ref[i * dim + d] = t[(size_t)id * dim + d];
+    }
+    check("gather_rows", fmt("%dx%d, %zu ids", rows, dim, ids.size()), dt, got, ref);
+    release_all();
+}
+
+/* ------------------------------------------------------------ bandwidth */
+
+__global__ void init_kernel_f32(float *p, size_t n, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        p[i] = (float)(h & 0xffff) / 32768.0f - 1.0f;
+    }
+}
+template <typename T> __global__ void init_kernel(T *p, size_t n, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        p[i] = (T)((float)(h & 0xffff) / 32768.0f - 1.0f);
+    }
+}
+
+static void dinit(int dt, void *p, size_t n, unsigned seed)
+{
+    if (dt == GRAFT_DTYPE_FLOAT)
+        init_kernel_f32<<<1024, 256>>>((float *)p, n, seed);
+    else if (dt == GRAFT_DTYPE_FLOAT16)
+        init_kernel<__half><<<1024, 256>>>((__half *)p, n, seed);
+    else
+        init_kernel<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16 *)p, n, seed);
+    CUCK(cudaGetLastError());
+}
+
+/* median over `outer` runs of `inner` back-to-back launches, microseconds per launch */
+template <class F> static double time_us(F launch, int inner = 20, int outer = 7)
+{
+    cudaEvent_t e0, e1;
+    CUCK(cudaEventCreate(&e0));
+    CUCK(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; i++) launch(i);
+    CUCK(cudaDeviceSynchronize());
+    std::vector<double> t;
+    int k = 0;
+    for (int o = 0; o < outer; o++) {
+        CUCK(cudaEventRecord(e0));
+        for (int i = 0; i < inner; i++) launch(k++);
+        CUCK(cudaEventRecord(e1));
+        CUCK(cudaEventSynchronize(e1));
+        float ms;
+        CUCK(cudaEventElapsedTime(&ms, e0, e1));
+        t.push_back(ms * 1000.0 / inner);
+    }
+    CUCK(cudaEventDestroy(e0));
+    CUCK(cudaEventDestroy(e1));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+struct bench_row {
+    std::string kernel, shape;
+    int dt;
+    double us, gbs, frac;
+};
+
+static void bench(void)
+{
+    std::vector<bench_row> rows;
+    /* device copy: 1 GiB, bytes read + written */
+    size_t cb = (size_t)1 << 30;
+    void *src = dalloc(cb), *dst = dalloc(cb);
+    CUCK(cudaMemset(src, 1, cb));
+    double cus = time_us([&](int) { CUCK(cudaMemcpyAsync(dst, src, cb, cudaMemcpyDeviceToDevice, NULL)); }, 5, 7);
+    double copy_gbs = 2.0 * cb / (cus * 1e-6) / 1e9;
+    release_all();
+    printf("\ndevice copy (cudaMemcpy D2D, 1 GiB, read + write): %.1f us, %.1f GB/s\n", cus, copy_gbs);
+
+    const size_t rot_bytes = (size_t)512 << 20; /* rotate buffers over >= 512 MiB: well past the L2 */
+    int gemv_shapes[][2] = {{1536, 8960}, {8960, 1536}, {2048, 2048}, {4096, 4096}, {1536, 262144}};
+    for (int dt : DTYPES) {
+        size_t es = gcuda_dtype_size(dt);
+        for (auto &sh : gemv_shapes) {
+            int K = sh[0], N = sh[1];
+            size_t wb = (size_t)K * N * es;
+            int copies = (int)std::max<size_t>(1, (rot_bytes + wb - 1) / wb);
+            if (copies > 64) copies = 64;
+            std::vector<void *> W(copies);
+            for (int i = 0; i < copies; i++) {
+                W[i] = dalloc(wb);
+                dinit(dt, W[i], (size_t)K * N, 77u + i);
+            }
+            void *x = dalloc((size_t)K * es), *y = dalloc((size_t)N * es);
+            dinit(dt, x, K, 5u);
+            size_t wsb;
+            CK(gcuda_gemv_plan(dt, K, N, &wsb, &E));
+            void *ws = wsb ? dalloc(wsb) : NULL;
+            if (wsb) CK(gcuda_memset(ws, 0, wsb, NULL, &E));
+            double us = time_us([&](int i) { CK(gcuda_gemv(dt, x, W[i % copies], y, K, N, ws, wsb, NULL, &E)); });
+            double bytes = (double)wb + (double)(K + N) * es;
+            double gbs = bytes / (us * 1e-6) / 1e9;
+            rows.push_back({"gemv", fmt("K%d N%d", K, N), dt, us, gbs, gbs / copy_gbs});
+            release_all();
+        }
+    }
+    struct {
+        int B, Hq, Hkv, hd, L;
+    } acases[] = {{1, 8, 1, 256, 4096}, {1, 8, 1, 256, 32768}, {1, 8, 1, 512, 32768}, {1, 32, 8, 128, 8192},
+                  {4, 32, 8, 128, 8192}};
+    for (int dt : DTYPES) {
+        size_t es = gcuda_dtype_size(dt);
+        for (auto &c : acases) {
+            size_t nc = (size_t)c.B * c.Hkv * c.L * c.hd, kvb = 2 * nc * es;
+            int copies = (int)std::max<size_t>(1, (rot_bytes + kvb - 1) / kvb);
+            if (copies > 64) copies = 64;
+            std::vector<void *> Kc(copies), Vc(copies);
+            for (int i = 0; i < copies; i++) {
+                Kc[i] = dalloc(nc * es);
+                Vc[i] = dalloc(nc * es);
+                dinit(dt, Kc[i], nc, 100u + i);
+                dinit(dt, Vc[i], nc, 200u + i);
+            }
+            size_t nq = (size_t)c.B * c.Hq * c.hd;
+            void *q = dalloc(nq * es), *o = dalloc(nq * es);
+            dinit(dt, q, nq, 9u);
+            std::vector<int32_t> lens(c.B, c.L);
+            int32_t *dl = (int32_t *)dalloc(c.B * sizeof(int32_t));
+            CK(gcuda_upload(dl, lens.data(), c.B * sizeof(int32_t), NULL, &E));
+            gcuda_attn_decode_args a;
+            memset(&a, 0, sizeof a);
+            a.dtype = dt;
+            a.batch = c.B, a.q_heads = c.Hq, a.kv_heads = c.Hkv, a.head_dim = c.hd, a.max_seq = c.L;
+            a.q = q, a.seq_lens = dl, a.out = o, a.scale = 1.0f / std::sqrt((float)c.hd), a.window_left = -1;
+            CK(gcuda_attn_decode_plan(&a, &E));
+            a.ws = dalloc(a.ws_bytes);
+            double us = time_us([&](int i) {
+                gcuda_attn_decode_args b = a;
+                b.k_cache = Kc[i % copies];
+                b.v_cache = Vc[i % copies];
+                CK(gcuda_attn_decode(&b, NULL, &E));
+            });
+            double gbs = (double)kvb / (us * 1e-6) / 1e9;
+            rows.push_back({"attn_decode", fmt("B%d Hq%d Hkv%d hd%d L%d sp%d", c.B, c.Hq, c.Hkv, c.hd, c.L, a.num_splits),
+                            dt, us, gbs, gbs / copy_gbs});
+            release_all();
+        }
+    }
+    printf("\n| kernel | shape | dtype | us | GB/s | of copy BW |\n|---|---|---|---:|---:|---:|\n");
+    for (auto &r : rows)
+        printf("| %s | %s | %s | %.2f | %.0f | %.0f%% |\n", r.kernel.c_str(), r.shape.c_str(), dname(r.dt), r.us,
+               r.gbs, 100.0 * r.frac);
+}
+
+/* ------------------------------------------------------------ main */
+
+int main(int argc, char **argv)
+{
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) {
+            quick = true;
+        } else {
+            fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+            return 2;
+        }
+    }
+    int ndev = 0;
+    if (gcuda_device_count(&ndev, &E) != GRAFT_OK || ndev == 0) {
+        printf("test_kernels: skipped (no CUDA device%s%s)\n", ndev == 0 && E.msg[0] ? ": " : "", E.msg);
+        return 0;
+    }
+    gcuda_device_info info;
+    CK(gcuda_device_info_get(&info, &E));
+    printf("device: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %.0f MiB, smem/block %zu KiB\n", info.name, info.cc_major,
+           info.cc_minor, info.sm_count, info.global_bytes / 1073741824.0, info.l2_bytes / 1048576.0,
+           info.smem_optin_bytes / 1024);
+
+    for (int dt : DTYPES) {
+        test_rmsnorm(dt, 1, 64, false);
+        test_rmsnorm(dt, 3, 1536, false);
+        test_rmsnorm(dt, 5, 1000, false);
+        test_rmsnorm(dt, 4, 2048, true);
+        if (!quick) test_rmsnorm(dt, 2, 16384, false);
+        test_skip_rmsnorm(dt, 1, 1536, false);
+        test_skip_rmsnorm(dt, 4, 2048, true);
+        test_skip_rmsnorm(dt, 3, 1000, true);
+
+        test_rotary(dt, 1, 1, 8, 256, 256, 0, 0, false);
+        test_rotary(dt, 2, 3, 4, 64, 32, 1, 1, false);
+        test_rotary(dt, 1, 5, 2, 512, 128, 0, 0, false);
+        test_rotary(dt, 1, 1, 8, 256, 64, 1, 0, false);
+        test_rotary(dt, 2, 2, 3, 128, 96, 0, 1, true);
+
+        test_gemv(dt, 64, 64);
+        test_gemv(dt, 1536, 1536);
+        test_gemv(dt, 1000, 1003);
+        test_gemv(dt, 333, 4104);
+        if (!quick) {
+            test_gemv(dt, 1536, 8960);
+            test_gemv(dt, 8960, 1536);
+            test_gemv(dt, 1536, 65536);
+        }
+
+        std::vector<attn_case> ac = {
+            {1, 8, 1, 256, 1024, {1000}, -1, 0, 0, 0},
+            {1, 8, 1, 256, 1024, {1000}, 511, 0, 0, 0},
+            {1, 8, 1, 512, 600, {517}, -1, 0, 0, 0},
+            {2, 32, 8, 64, 4096, {4096, 1}, -1, 0, 0, 0},
+            {2, 16, 16, 128, 300, {300, 77}, -1, 5.0f, 1.0f, 0},
+            {1, 12, 1, 64, 2048, {2048}, 100, 2.0f, 0.5f, 0},
+            {3, 4, 2, 256, 64, {0, 33, 64}, -1, 0, 0, 0},
+            {1, 6, 2, 80, 200, {150}, -1, 0, 0, 0},
+            {1, 8, 1, 512, 700, {700}, -1, 0, 0, 3},
+            {1, 8, 2, 256, 512, {500}, 64, 0, 0, 1},
+        };
+        if (quick) ac = {ac[0], ac[1], ac[2], ac[4], ac[6], ac[7], ac[8]};
+        for (auto &c : ac) {
+            if (quick && c.max_seq > 256) {
+                attn_case s = c; /* sanitizer runs: short sequences */
+                s.max_seq = 256;
+                for (auto &L : s.lens) L = std::min(L, 256);
+                test_attn(dt, s);
+            } else {
+                test_attn(dt, c);
+            }
+        }
+
+        test_softmax(dt, 4, 1000);
+        test_softmax(dt, 2, 32);
+        test_softmax(dt, 8, 4096);
+        if (!quick) test_softmax(dt, 1, 262144);
+
+        test_binary(dt, GCUDA_BINARY_ADD, 4096, 4096);
+        test_binary(dt, GCUDA_BINARY_MUL, 4096, 4096);
+        test_binary(dt, GCUDA_BINARY_ADD, 1003, 1003);
+        test_binary(dt, GCUDA_BINARY_MUL, 4096, 64);
+
+        test_gather(dt, 1000, 1536);
+        test_gather(dt, 50, 100);
+    }
+
+    int fails = 0;
+    printf("\n| kernel | shape | dtype | non-finite | max err / max ref | threshold | result |\n"
+           "|---|---|---|---:|---:|---:|---|\n");
+    for (auto &r : g_rows) {
+        printf("| %s | %s | %s | %zu/%zu | %.2e | %.0e | %s |\n", r.kernel.c_str(), r.shape.c_str(), dname(r.dt),
+               r.nonfinite, r.n, r.err, r.thr, r.pass ? "ok" : "FAIL");
+        fails += !r.pass;
+    }
+    printf("\n%zu checks, %d failed\n", g_rows.size(), fails);
+    if (!quick) bench();
+    CK(gcuda_sync(NULL, &E));
+    printf("test_kernels: %s\n", fails ? "FAILED" : "passed");
+    return fails ? 1 : 0;
+}
