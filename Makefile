@@ -127,6 +127,9 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# counts allocations during decode steps
+$(BUILD)/tests/test_decode_alloc: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcriterion

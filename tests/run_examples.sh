@@ -47,3 +47,14 @@ onnx.load_external_data_for_model(b, d)
 assert [t.raw_data for t in a.graph.initializer] == [t.raw_data for t in b.graph.initializer]
 print("onnx_roundtrip: 2 shards, tensor bytes identical")
 PYEOF
+echo "== examples/generate_ids"
+GOLDEN=tests/fixtures/llama-builder-fp32/golden.ort.json
+IDS=$("$PY" -c "import json; e=json.load(open('$GOLDEN'))['prompts'][0]; print(' '.join(map(str, e['prompt_ids'])))")
+WANT=$("$PY" -c "import json; e=json.load(open('$GOLDEN'))['prompts'][0]; print(' '.join(map(str, e['generated_ids'])))")
+# shellcheck disable=SC2086
+GOT=$("$BUILD/examples/generate_ids" tests/fixtures/llama-builder-fp32 "$T/llama" 16 $IDS)
+if [ "$GOT" != "$WANT" ]; then
+    echo "generate_ids: got [$GOT], the ONNX Runtime golden says [$WANT]" >&2
+    exit 1
+fi
+echo "generate_ids: 16 greedy ids equal the ONNX Runtime golden"
