@@ -164,10 +164,18 @@ bool tok_utf8_valid(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s, *e = p + n;
     while (p < e) {
-        if (e - p >= 8) { /* eight ASCII bytes at a time */
+        if (e - p >= 8) { /* eight bytes at a time: all ASCII, or four 2-byte chars */
             uint64_t w;
             memcpy(&w, p, 8);
             if (!(w & 0x8080808080808080ull)) {
+                p += 8;
+                continue;
+            }
+            /* little-endian lanes of 16 bits: lead 110xxxxx above 0xC1
+             * (some of bits 1..4 set), then 10xxxxxx */
+            if ((w & 0xC0E0C0E0C0E0C0E0ull) == 0x80C080C080C080C0ull &&
+                (((w & 0x001E001E001E001Eull) + 0x7FFF7FFF7FFF7FFFull) & 0x8000800080008000ull) ==
+                    0x8000800080008000ull) {
                 p += 8;
                 continue;
             }
