@@ -10,7 +10,8 @@
  * shuffles) and leaves the probabilities and rescale factors in shared
  * memory; then each thread accumulates D / 128 output columns for every
  * head of the group. Each split writes its unnormalised output, max and
- * sum (fp32) to the workspace; a second kernel merges the splits.
+ * sum (fp32) to the workspace; a second kernel merges the splits, its
+ * blocks spread over (query head, batch, 64-column slice).
  *
  * Templates: D (64, 128, 256, 512: the smallest >= head_dim, chosen at run
  * time) and GT (query heads per warp: 1, 2, 4, so up to 16 per kv head). */
@@ -82,11 +83,12 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
     int j0, j1;
     attn_range(p, p.lens[b], split, &j0, &j1);
     const size_t row0 = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit + split; /* + g * nsplit for head g */
-    if (j0 >= j1) {
+    if (j0 >= j1) { /* no key: max -inf, sum 0, zero partials (the merge reads them) */
         if (tid < G) {
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
+        for (int i = tid; i < G * hd; i += AT_THREADS) p.opart[(row0 + (size_t)(i / hd) * nsplit) * hd + i % hd] = 0.0f;
         return;
     }
 
@@ -223,32 +225,57 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
     }
 }
 
-/* Merges the splits of one (query head, batch): out = sum_s w_s o_s / sum_s w_s l_s,
- * w_s = exp(m_s - max m). Splits that saw no key (l_s = 0) are skipped. */
-template <typename T> __global__ void __launch_bounds__(AT_THREADS) attn_combine_kernel(attn_params p)
+/* Merges the splits of one (query head, batch) for 64 output columns
+ * (grid.z): out = sum_s w_s o_s / sum_s w_s l_s, w_s = exp(m_s - max m);
+ * splits that saw no key have l_s = 0, w_s = 0 and zero partials. Thread
+ * (c, grp) adds four columns c*4.. over the splits grp, grp + 16, ...; the
+ * 16 groups are then added in shared memory (a fixed order). */
+#define AT_CB_THREADS 256
+#define AT_CB_COLS 64
+template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_combine_kernel(attn_params p)
 {
-    extern __shared__ float w[]; /* [nsplit] */
+    constexpr int C = AT_CB_COLS / 4, GROUPS = AT_CB_THREADS / C;
+    extern __shared__ float w[]; /* [nsplit] (allocation padded) */
     __shared__ float scratch[32];
-    const int qh = blockIdx.x, b = blockIdx.y, ns = p.nsplit;
+    __shared__ float4 red[GROUPS][C];
+    const int qh = blockIdx.x, b = blockIdx.y, ns = p.nsplit, hd = p.hd, tid = threadIdx.x;
+    const int c0 = blockIdx.z * AT_CB_COLS;
     const size_t row0 = ((size_t)b * p.Hq + qh) * ns;
     float M = -INFINITY;
-    for (int s = 0; s < ns; s++)
-        if (p.ml[(row0 + s) * 2 + 1] > 0.0f) M = fmaxf(M, p.ml[(row0 + s) * 2]);
+    for (int s = tid; s < ns; s += AT_CB_THREADS) {
+        float m = p.ml[(row0 + s) * 2], l = p.ml[(row0 + s) * 2 + 1];
+        if (l > 0.0f) M = fmaxf(M, m);
+    }
+    M = gc_block_max(M, scratch);
     float den = 0.0f;
-    for (int s = threadIdx.x; s < ns; s += blockDim.x) {
-        float l = p.ml[(row0 + s) * 2 + 1];
-        float ws = l > 0.0f ? __expf(p.ml[(row0 + s) * 2] - M) : 0.0f;
+    for (int s = tid; s < ns; s += AT_CB_THREADS) {
+        float m = p.ml[(row0 + s) * 2], l = p.ml[(row0 + s) * 2 + 1];
+        float ws = l > 0.0f ? __expf(m - M) : 0.0f;
         w[s] = ws;
         den += ws * l;
     }
     den = gc_block_sum(den, scratch); /* ends with a barrier: w[] is complete */
-    float inv = den > 0.0f ? 1.0f / den : 0.0f;
-    T *out = (T *)p.out + ((size_t)b * p.Hq + qh) * p.hd;
-    for (int d = threadIdx.x; d < p.hd; d += blockDim.x) {
-        float o = 0.0f;
-        for (int s = 0; s < ns; s++)
-            if (w[s] > 0.0f) o = fmaf(w[s], p.opart[(row0 + s) * p.hd + d], o);
-        out[d] = gc_to<T>(o * inv);
+    const int c = tid % C, grp = tid / C, col = c0 + 4 * c;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (col < hd) {
+        const float *base = p.opart + row0 * hd + col;
+#pragma unroll 4
+        for (int s = grp; s < ns; s += GROUPS) {
+            float4 v = *reinterpret_cast<const float4 *>(base + (size_t)s * hd);
+            float ws = w[s];
+            o.x = fmaf(ws, v.x, o.x);
+            o.y = fmaf(ws, v.y, o.y);
+            o.z = fmaf(ws, v.z, o.z);
+            o.w = fmaf(ws, v.w, o.w);
+        }
+    }
+    red[grp][c] = o;
+    __syncthreads();
+    if (tid < AT_CB_COLS && c0 + tid < hd) {
+        float inv = den > 0.0f ? 1.0f / den : 0.0f, sum = 0.0f;
+        const float *r = reinterpret_cast<const float *>(&red[0][0]);
+        for (int g = 0; g < GROUPS; g++) sum += r[g * AT_CB_COLS + tid];
+        ((T *)p.out)[((size_t)b * p.Hq + qh) * hd + c0 + tid] = gc_to<T>(sum * inv);
     }
 }
 
@@ -266,8 +293,8 @@ static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stre
     dim3 grid((unsigned)p->nsplit, (unsigned)p->Hkv, (unsigned)p->B);
     kern<<<grid, AT_THREADS, smem, s>>>(*p);
     GCUDA_CHECK_LAUNCH("attn_split_kernel");
-    attn_combine_kernel<T><<<dim3((unsigned)p->Hq, (unsigned)p->B), AT_THREADS, (size_t)p->nsplit * sizeof(float), s>>>(
-        *p);
+    dim3 cgrid((unsigned)p->Hq, (unsigned)p->B, (unsigned)((p->hd + AT_CB_COLS - 1) / AT_CB_COLS));
+    attn_combine_kernel<T><<<cgrid, AT_CB_THREADS, ((size_t)p->nsplit + 4) * sizeof(float), s>>>(*p);
     GCUDA_CHECK_LAUNCH("attn_combine_kernel");
     return GRAFT_OK;
 }
@@ -354,8 +381,9 @@ extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_
         if ((st = gcuda_sm_count(&sms, err))) return st;
         if (occ < 1) occ = 1;
         int64_t units = a->batch * a->kv_heads, want = ((int64_t)sms * occ + units - 1) / units;
-        int64_t tiles = (a->max_seq + AT_TK - 1) / AT_TK;
-        if (want > tiles) want = tiles;
+        /* at least two tiles per split at full length: fewer partials to merge */
+        int64_t cap = (a->max_seq + 2 * AT_TK - 1) / (2 * AT_TK);
+        if (want > cap) want = cap;
         if (want > AT_MAX_SPLITS) want = AT_MAX_SPLITS;
         if (want < 1) want = 1;
         a->num_splits = (int)want;

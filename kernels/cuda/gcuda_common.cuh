@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "kernels/cuda/gcuda.h"
@@ -103,6 +104,19 @@ __device__ __forceinline__ float gc_block_sum(float v, float *scratch)
     __syncthreads();
     float t = lane < nw ? scratch[lane] : 0.0f;
     t = gc_warp_sum(t);
+    __syncthreads();
+    return t;
+}
+
+/* Maximum over the block, same contract as gc_block_sum. */
+__device__ __forceinline__ float gc_block_max(float v, float *scratch)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = gc_warp_max(v);
+    if (lane == 0) scratch[w] = v;
+    __syncthreads();
+    float t = lane < nw ? scratch[lane] : -INFINITY;
+    t = gc_warp_max(t);
     __syncthreads();
     return t;
 }
