@@ -1,12 +1,15 @@
 /* CPU linear algebra shared by kernels: thread pool, fp32 GEMM/GEMV,
  * scratch buffers, dtype conversions. See kernels/gemm.h.
  *
- * GEMM: C is cut into blocks of NB columns (and, when there are too few
- * of those to feed every thread, of MC rows); each block is one pool
- * task. A is packed once per call into MR-row panels per KC-deep slice;
- * each task packs its KC x NB slice of B into NR-column panels and runs an
- * MR x NR register-tile micro-kernel (AVX2+FMA when the CPU has it, plain
- * C otherwise). M == 1 takes GEMV paths that stream B once. */
+ * GEMM: C is cut into blocks of at most NB columns, narrowed so each
+ * thread gets about four (and, when there are still too few to feed every
+ * thread, into MC-row chunks); each block is one pool task. A is packed
+ * once per call (in parallel) into MR-row panels per KC-deep slice; each
+ * task packs its KC x nb slice of B into NR-column panels -- or reads them
+ * from a k_bpack, a constant weight packed once -- and runs an MR x NR
+ * register-tile micro-kernel (AVX2+FMA when the CPU has it, plain C
+ * otherwise). M == 1 takes GEMV paths that stream B once (row-major B, or
+ * the prepacked panels). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
