@@ -23,6 +23,7 @@ typedef struct tj_p {
     size_t sn, scap;
     bool failed;
     const tj_hooks *hooks;
+    tj_val pair[2]; /* a streamed ["a", "b"] */
 } tj_p;
 
 /* Where a value sits, for the streamed containers. */
@@ -132,7 +133,10 @@ static int hex4(const char *s)
     return v;
 }
 
-static bool parse_string(tj_p *p, tj_val *out)
+/* borrow: a string without escapes is left in the source (out->u.s points
+ * there, not NUL-terminated): for streamed elements, which are copied by
+ * their consumer anyway. */
+static bool parse_string(tj_p *p, tj_val *out, bool borrow)
 {
     const char *q = p->s + 1, *open = p->s;
     /* fast scan, eight bytes at a time while none is '"', '\\' or a
@@ -166,6 +170,15 @@ static bool parse_string(tj_p *p, tj_val *out)
     if (r >= p->end) return fail_at(p, open, "unterminated string");
     bool ascii = !(hi & 0x8080808080808080ull);
     size_t raw = (size_t)(r - q);
+    if (borrow && !esc) {
+        if (!ascii && !tok_utf8_valid(q, raw)) return fail_at(p, q, "invalid UTF-8 in string");
+        out->type = TJ_STRING;
+        out->n = (uint32_t)raw;
+        out->u.s = q;
+        p->s = r + 1;
+        if (raw > UINT32_MAX) return fail_at(p, open, "string too long");
+        return true;
+    }
     char *dst = arena_alloc(p->doc, raw + 1);
     if (!dst) return fail_at(p, q, "out of memory");
     size_t n = 0;
@@ -309,6 +322,46 @@ static bool key_is(const tj_val *k, const char *s, size_t n)
     return k->n == n && memcmp(k->u.s, s, n) == 0;
 }
 
+/* A streamed element. The usual shapes, "key": integer, "a b" and
+ * ["a", "b"], are read directly (strings borrowed from the source); any
+ * other is read from the same place by parse_value, so that errors are
+ * the same. */
+static bool parse_element(tj_p *p, tj_val *out, int depth, bool obj)
+{
+    skip_ws(p);
+    if (p->s >= p->end) return parse_value(p, out, depth, H_NONE);
+    char c = *p->s;
+    if (obj && (c == '-' || (c >= '0' && c <= '9'))) return parse_number(p, out);
+    if (!obj && c == '"') return parse_string(p, out, true);
+    if (!obj && c == '[') {
+        const char *at = p->s;
+        tj_val *items = p->pair;
+        p->s++;
+        skip_ws(p);
+        if (p->s < p->end && *p->s == '"') {
+            if (!parse_string(p, &items[0], true)) return false;
+            skip_ws(p);
+            if (p->s < p->end && *p->s == ',') {
+                p->s++;
+                skip_ws(p);
+                if (p->s < p->end && *p->s == '"') {
+                    if (!parse_string(p, &items[1], true)) return false;
+                    skip_ws(p);
+                    if (p->s < p->end && *p->s == ']') {
+                        p->s++;
+                        out->type = TJ_ARRAY;
+                        out->n = 2;
+                        out->u.items = items;
+                        return true;
+                    }
+                }
+            }
+        }
+        p->s = at; /* another shape: the general path */
+    }
+    return parse_value(p, out, depth, H_NONE);
+}
+
 /* Elements of a streamed container: each parsed into the arena, handed to
  * the hook, and its memory taken back. */
 static bool parse_streamed(tj_p *p, tj_val *out, int depth, int which)
@@ -334,12 +387,12 @@ static bool parse_streamed(tj_p *p, tj_val *out, int depth, int which)
         skip_ws(p);
         if (obj) {
             if (p->s >= p->end || *p->s != '"') return fail_at(p, p->s, "expected a string key");
-            if (!parse_string(p, &k)) return false;
+            if (!parse_string(p, &k, true)) return false;
             skip_ws(p);
             if (p->s >= p->end || *p->s != ':') return fail_at(p, p->s, "expected ':'");
             p->s++;
         }
-        if (!parse_value(p, &v, depth + 1, H_NONE)) return false;
+        if (!parse_element(p, &v, depth + 1, obj)) return false;
         if (!h->elem(h->ctx, which, count, obj ? &k : NULL, &v)) return fail_at(p, p->s, "out of memory");
         arena_reset(p->doc, mark);
         p->sn = base;
@@ -368,7 +421,7 @@ static bool parse_value(tj_p *p, tj_val *out, int depth, int where)
     if (p->s >= p->end) return fail_at(p, p->s, "unexpected end of input");
     if (depth > TJ_MAX_DEPTH) return fail_at(p, p->s, "nesting too deep");
     char c = *p->s;
-    if (c == '"') return parse_string(p, out);
+    if (c == '"') return parse_string(p, out, false);
     if (where == H_VOCAB && c == '{') return parse_streamed(p, out, depth, TJ_SV_VOCAB);
     if (where == H_MERGES && c == '[') return parse_streamed(p, out, depth, TJ_SV_MERGES);
     if (c == '{' || c == '[') {
@@ -386,7 +439,7 @@ static bool parse_value(tj_p *p, tj_val *out, int depth, int where)
             skip_ws(p);
             if (obj) {
                 if (p->s >= p->end || *p->s != '"') return fail_at(p, p->s, "expected a string key");
-                if (!parse_string(p, &v)) return false;
+                if (!parse_string(p, &v, false)) return false;
                 if (!push(p, &v)) return fail_at(p, p->s, "out of memory");
                 if (where == H_ROOT && key_is(&v, "model", 5)) sub = H_MODEL;
                 else if (where == H_MODEL && key_is(&v, "vocab", 5)) sub = H_VOCAB;
@@ -431,7 +484,7 @@ static bool parse_value(tj_p *p, tj_val *out, int depth, int where)
 
 bool tj_parse(const char *src, size_t len, tj_doc *doc, const tj_hooks *hooks)
 {
-    tj_p p = {src, src + len, src, doc, NULL, 0, 0, false, hooks};
+    tj_p p = {src, src + len, src, doc, NULL, 0, 0, false, hooks, {{0}}};
     tj_val *root;
     memset(doc, 0, sizeof *doc);
     root = arena_alloc(doc, sizeof *root);

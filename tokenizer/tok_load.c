@@ -636,7 +636,8 @@ static bool stream_elem(void *ctx, int which, size_t i, const tj_val *k, const t
         if (!sp || memchr(sp + 1, ' ', sl - (size_t)(sp + 1 - str))) {
             S->mbad = i;
             snprintf(S->mbad_msg, sizeof S->mbad_msg,
-                     "merges[%zu] \"%.64s\" is not two tokens separated by one space", i, str);
+                     "merges[%zu] \"%.*s\" is not two tokens separated by one space", i,
+                     (int)(sl < 64 ? sl : 64), str);
             return true;
         }
         a = str;
