@@ -22,6 +22,7 @@ run test_node_roundtrip.py --build "$BUILD" --node-dir "$NODE_TESTS" --jobs "$JO
 run test_external_data.py --build "$BUILD"
 run test_attacks.py --build "$BUILD"
 run test_robustness.py --build "$BUILD" --node-dir "$NODE_TESTS" --jobs "$JOBS"
+run test_size_limit.py --build "$BUILD"
 
 if [ -n "$failed" ]; then
     echo "test-onnx: FAILED:$failed"
