@@ -46,19 +46,7 @@ struct graft_generator {
     graft_gen_timings t;
 };
 
-static graft_status gerr(graft_error *err, graft_status code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static graft_status gerr(graft_error *err, graft_status code, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        err->code = code;
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
+#define gerr rt_seterr
 
 static double now(void)
 {

@@ -8,6 +8,18 @@
 const char *rt_node_name(const rt_node *n) { return graft_node_name(n->src); }
 const char *rt_node_op(const rt_node *n) { return graft_node_op_type(n->src); }
 
+graft_status rt_seterr(graft_error *err, graft_status code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->code = code;
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
 graft_status rt_err(const rt_node *n, graft_error *err, graft_status code, const char *fmt, ...)
 {
     if (err) {

@@ -71,6 +71,10 @@ const rt_kernel *rt_kernel_find(const char *domain, const char *op, int64_t opse
 const char *rt_node_name(const rt_node *n);
 const char *rt_node_op(const rt_node *n);
 
+/* Sets err (when non-NULL) and returns code. */
+graft_status rt_seterr(graft_error *err, graft_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Error naming the node: "node 'name' (Op): ...". */
 graft_status rt_err(const rt_node *n, graft_error *err, graft_status code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -32,19 +32,7 @@ static graft_status nomem(graft_error *err, const char *what)
     return GRAFT_ENOMEM;
 }
 
-static graft_status seterr(graft_error *err, graft_status code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static graft_status seterr(graft_error *err, graft_status code, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        err->code = code;
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
+#define seterr rt_seterr
 
 static bool grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
