@@ -31,7 +31,7 @@ static bool cache_get(const tok_cache *c, const char *s, size_t n, graft_ids *ou
     if (e < 0) return false;
     uint32_t off = c->ent_off[e], k = c->ent_n[e];
     if (!tok_grow((void **)&out->ids, &out->cap, out->len + k, sizeof *out->ids)) return false;
-    memcpy(out->ids + out->len, c->ids + off, k * sizeof *c->ids);
+    if (k) memcpy(out->ids + out->len, c->ids + off, k * sizeof *c->ids);
     out->len += k;
     return true;
 }
@@ -60,7 +60,7 @@ static void cache_put(tok_cache *c, const char *s, size_t n, const int32_t *ids,
         return;
     }
     c->keys.len += n;
-    memcpy(c->ids + c->nids, ids, k * sizeof *ids);
+    if (k) memcpy(c->ids + c->nids, ids, k * sizeof *ids); /* ids is NULL when a piece has none */
     c->ent_off[c->nent] = (uint32_t)c->nids;
     c->ent_n[c->nent] = (uint32_t)k;
     c->nids += k;
