@@ -19,6 +19,24 @@ static const char usage[] =
     "  --device cpu|auto      where to run (default auto: CPU on this build)\n"
     "  --json                 one JSON object\n";
 
+/* Peak RSS of this process image: VmHWM (ru_maxrss would include the
+ * parent's RSS at fork when a big process such as Python launched us). */
+static double peak_rss_mb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb < 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        kb = ru.ru_maxrss;
+    }
+    return (double)kb / 1024.0;
+}
+
 int graft_cli_bench(int argc, char **argv)
 {
     const char *path = NULL, *device = "auto";
@@ -78,11 +96,9 @@ int graft_cli_bench(int argc, char **argv)
         if (t->prefill_s - p0 < best_pre) best_pre = t->prefill_s - p0;
         if (t->decode_s - d0 < best_dec) best_dec = t->decode_s - d0;
     }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     const graft_gen_timings *t = graft_generator_timings(g);
     double pre_tps = n_prompt / best_pre, dec_tps = n_new / best_dec;
-    double rss_mb = (double)ru.ru_maxrss / 1024.0;
+    double rss_mb = peak_rss_mb();
     if (json)
         printf("{\"device\": \"cpu\", \"prompt_tokens\": %d, \"new_tokens\": %d, \"prefill_tok_s\": %.3f, "
                "\"decode_tok_s\": %.3f, \"prefill_s\": %.6f, \"decode_s\": %.6f, \"load_s\": %.6f, \"plan_s\": %.6f, "
