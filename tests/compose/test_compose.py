@@ -231,6 +231,10 @@ def test_pipeline(graft: str, pipe: str, work: str) -> None:
             tcfg = json.load(open(os.path.join(pipe, "tokenizer_config.json")))
         enc = Tokenizer.from_file(tok_path).encode("Hello world").ids
         bos = model.get("bos_token_id")
+        # graft's own tokenizer on the patched file gives HF's ids
+        p = subprocess.run([graft, "tokenize", out], input="Hello world\n", capture_output=True, text=True)
+        check(p.returncode == 0 and json.loads(p.stdout or "null") == enc,
+              f"{name}: graft tokenize on the patched tokenizer == HF ({p.stdout.strip()[:40]})")
         if tcfg.get("add_bos_token") is True:
             check(bool(enc) and enc[0] == bos, f"{name}: tokenizer prepends BOS {bos} ({enc[:4]})")
         else:
