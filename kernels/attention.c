@@ -9,11 +9,6 @@
 #include "kernels/gemm.h"
 #include "kernels/kcommon.h"
 
-#define OUT_OR_FAIL(t)                  \
-    do {                                \
-        if (!(t)) return err->code;     \
-    } while (0)
-
 /* ------------------------------------------------------------ core */
 
 typedef struct att_core att_core;
@@ -304,14 +299,14 @@ static graft_status attention_run(rt_node *n, graft_error *err)
         yd[0] = B, yd[1] = Hq, yd[2] = Sq, yd[3] = vd;
     }
     rt_tensor *yo = rt_out(n, 0, q->dtype, q->rank, yd, err);
-    OUT_OR_FAIL(yo);
+    K_OUT_OR_FAIL(yo);
     int64_t kd[4] = {B, Hkv, T, hd}, vdims[4] = {B, Hkv, T, vd};
     rt_tensor *pko = NULL, *pvo = NULL, *qko = NULL;
-    if (n->n_out > 1) OUT_OR_FAIL(pko = rt_out(n, 1, k->dtype, 4, kd, err));
-    if (n->n_out > 2) OUT_OR_FAIL(pvo = rt_out(n, 2, v->dtype, 4, vdims, err));
+    if (n->n_out > 1) K_OUT_OR_FAIL(pko = rt_out(n, 1, k->dtype, 4, kd, err));
+    if (n->n_out > 2) K_OUT_OR_FAIL(pvo = rt_out(n, 2, v->dtype, 4, vdims, err));
     if (n->n_out > 3 && *graft_node_output(n->src, 3)) {
         int64_t qd[4] = {B, Hq, Sq, T};
-        OUT_OR_FAIL(qko = rt_out(n, 3, q->dtype, 4, qd, err));
+        K_OUT_OR_FAIL(qko = rt_out(n, 3, q->dtype, 4, qd, err));
     }
     const float *Q = in_f32(n, 0, 0, err), *K = in_f32(n, 1, 1, err), *V = in_f32(n, 2, 2, err);
     if (!Q || !K || !V) return err->code;
@@ -530,9 +525,9 @@ static graft_status gqa_run(rt_node *n, graft_error *err)
     /* outputs */
     int64_t yd[3] = {B, S, Hq * hd}, kd[4] = {B, Hkv, Lp, hd};
     rt_tensor *yo = rt_out(n, 0, q->dtype, 3, yd, err), *pko = NULL, *pvo = NULL;
-    OUT_OR_FAIL(yo);
-    if (n->n_out > 1) OUT_OR_FAIL(pko = rt_out(n, 1, q->dtype, 4, kd, err));
-    if (n->n_out > 2) OUT_OR_FAIL(pvo = rt_out(n, 2, q->dtype, 4, kd, err));
+    K_OUT_OR_FAIL(yo);
+    if (n->n_out > 1) K_OUT_OR_FAIL(pko = rt_out(n, 1, q->dtype, 4, kd, err));
+    if (n->n_out > 2) K_OUT_OR_FAIL(pvo = rt_out(n, 2, q->dtype, 4, kd, err));
     const float *Qin = in_f32(n, 0, 0, err);
     if (!Qin) return err->code;
     const float *Kin = packed ? Qin + Hq * hd : in_f32(n, 1, 1, err);
@@ -701,12 +696,12 @@ static graft_status mha_run(rt_node *n, graft_error *err)
     int64_t T = P + L;
     int64_t yd[3] = {B, S, H * vd}, kd[4] = {B, H, T, hd}, vdd[4] = {B, H, T, vd};
     rt_tensor *yo = rt_out(n, 0, q->dtype, 3, yd, err), *pko = NULL, *pvo = NULL, *qko = NULL;
-    OUT_OR_FAIL(yo);
-    if (n->n_out > 1 && *graft_node_output(n->src, 1)) OUT_OR_FAIL(pko = rt_out(n, 1, q->dtype, 4, kd, err));
-    if (n->n_out > 2 && *graft_node_output(n->src, 2)) OUT_OR_FAIL(pvo = rt_out(n, 2, q->dtype, 4, vdd, err));
+    K_OUT_OR_FAIL(yo);
+    if (n->n_out > 1 && *graft_node_output(n->src, 1)) K_OUT_OR_FAIL(pko = rt_out(n, 1, q->dtype, 4, kd, err));
+    if (n->n_out > 2 && *graft_node_output(n->src, 2)) K_OUT_OR_FAIL(pvo = rt_out(n, 2, q->dtype, 4, vdd, err));
     if (n->n_out > 3 && *graft_node_output(n->src, 3)) {
         int64_t qd[4] = {B, H, S, T};
-        OUT_OR_FAIL(qko = rt_out(n, 3, q->dtype, 4, qd, err));
+        K_OUT_OR_FAIL(qko = rt_out(n, 3, q->dtype, 4, qd, err));
     }
     const float *Qin = in_f32(n, 0, 0, err), *Kin = in_f32(n, 1, 1, err), *Vin = in_f32(n, 2, 2, err);
     if (!Qin || !Kin || !Vin) return err->code;

@@ -9,22 +9,6 @@
 
 #define MS "com.microsoft"
 
-#define OUT_OR_FAIL(t)              \
-    do {                            \
-        if (!(t)) return err->code; \
-    } while (0)
-
-static float *out_f32(rt_node *n, rt_tensor *o, int buf, graft_error *err)
-{
-    if (o->dtype == GRAFT_DTYPE_FLOAT) return o->data;
-    return k_scratch_get(n, buf, (size_t)o->numel * sizeof(float) + 4, err);
-}
-
-static void out_f32_done(rt_tensor *o, const float *f)
-{
-    if (o->dtype != GRAFT_DTYPE_FLOAT) k_from_f32(o->dtype, f, o->data, (size_t)o->numel);
-}
-
 /* ------------------------------------------------------------ SimplifiedLayerNormalization */
 
 static graft_status simplified_ln_run(rt_node *n, graft_error *err)
@@ -37,16 +21,16 @@ static graft_status simplified_ln_run(rt_node *n, graft_error *err)
     int64_t R = (int64_t)rt_numel(ax, x->dims), D = (int64_t)rt_numel(x->rank - ax, x->dims + ax);
     if ((int64_t)sc->numel != D) return rt_err(n, err, GRAFT_EINVAL, "scale must hold %lld values", (long long)D);
     rt_tensor *y = rt_out(n, 0, x->dtype, x->rank, x->dims, err), *io = NULL;
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     if (n->n_out > 1) {
         int64_t sd[RT_MAX_RANK];
         for (int i = 0; i < x->rank; i++) sd[i] = i < ax ? x->dims[i] : 1;
-        OUT_OR_FAIL(io = rt_out(n, 1, GRAFT_DTYPE_FLOAT, x->rank, sd, err));
+        K_OUT_OR_FAIL(io = rt_out(n, 1, GRAFT_DTYPE_FLOAT, x->rank, sd, err));
     }
     if (x->numel == 0) return GRAFT_OK;
     const float *X = k_input_f32(n, 0, 0, err), *S = k_input_f32(n, 1, 1, err);
     if (!X || !S) return err->code;
-    float *Y = out_f32(n, y, 2, err);
+    float *Y = k_out_f32(n, y, 2, err);
     if (!Y) return err->code;
     for (int64_t r = 0; r < R; r++) {
         const float *xr = X + r * D;
@@ -57,7 +41,7 @@ static graft_status simplified_ln_run(rt_node *n, graft_error *err)
         for (int64_t i = 0; i < D; i++) yr[i] = xr[i] * inv * S[i];
         if (io) ((float *)io->data)[r] = inv;
     }
-    out_f32_done(y, Y);
+    k_out_f32_done(y, Y);
     return GRAFT_OK;
 }
 
@@ -120,19 +104,19 @@ static graft_status skip_ln(rt_node *n, int simplified, graft_error *err)
         return rt_err(n, err, GRAFT_EINVAL, "skip shape does not match input");
     float eps = rt_attr_float(n, "epsilon", 1e-12f);
     rt_tensor *y = rt_out(n, 0, x->dtype, x->rank, x->dims, err), *mo = NULL, *io = NULL, *so = NULL;
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     int64_t sd[RT_MAX_RANK];
     for (int i = 0; i < x->rank; i++) sd[i] = i < x->rank - 1 ? x->dims[i] : 1;
-    if (n->n_out > 1 && *graft_node_output(n->src, 1)) OUT_OR_FAIL(mo = rt_out(n, 1, GRAFT_DTYPE_FLOAT, x->rank, sd, err));
-    if (n->n_out > 2 && *graft_node_output(n->src, 2)) OUT_OR_FAIL(io = rt_out(n, 2, GRAFT_DTYPE_FLOAT, x->rank, sd, err));
-    if (n->n_out > 3 && *graft_node_output(n->src, 3)) OUT_OR_FAIL(so = rt_out(n, 3, x->dtype, x->rank, x->dims, err));
+    if (n->n_out > 1 && *graft_node_output(n->src, 1)) K_OUT_OR_FAIL(mo = rt_out(n, 1, GRAFT_DTYPE_FLOAT, x->rank, sd, err));
+    if (n->n_out > 2 && *graft_node_output(n->src, 2)) K_OUT_OR_FAIL(io = rt_out(n, 2, GRAFT_DTYPE_FLOAT, x->rank, sd, err));
+    if (n->n_out > 3 && *graft_node_output(n->src, 3)) K_OUT_OR_FAIL(so = rt_out(n, 3, x->dtype, x->rank, x->dims, err));
     if (x->numel == 0) return GRAFT_OK;
     const float *X = k_input_f32(n, 0, 0, err), *SK = k_input_f32(n, 1, 1, err), *G = k_input_f32(n, 2, 2, err);
     const float *BE = NULL, *BI = NULL;
     if (!X || !SK || !G) return err->code;
     if (be && !(BE = k_input_f32(n, 3, 3, err))) return err->code;
     if (bi && !(BI = k_input_f32(n, simplified ? 3 : 4, 4, err))) return err->code;
-    float *Y = out_f32(n, y, 5, err);
+    float *Y = k_out_f32(n, y, 5, err);
     float *Ssum = so && so->dtype == GRAFT_DTYPE_FLOAT ? so->data
                                                         : k_scratch_get(n, 6, (size_t)x->numel * sizeof(float) + 4, err);
     if (!Y || !Ssum) return err->code;
@@ -142,7 +126,7 @@ static graft_status skip_ln(rt_node *n, int simplified, graft_error *err)
     } else {
         for (int64_t r = 0; r < R; r++) skip_ln_row(&j, r);
     }
-    out_f32_done(y, Y);
+    k_out_f32_done(y, Y);
     if (so && Ssum != so->data) k_from_f32(so->dtype, Ssum, so->data, (size_t)so->numel);
     return GRAFT_OK;
 }
@@ -194,10 +178,10 @@ static graft_status ms_rotary_run(rt_node *n, graft_error *err)
         return rt_err(n, err, GRAFT_EINVAL, "position_ids must be (1) or (batch, seq)");
     }
     rt_tensor *y = rt_out(n, 0, x->dtype, x->rank, x->dims, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     const float *X = k_input_f32(n, 0, 0, err), *C = k_input_f32(n, 2, 1, err), *Sn = k_input_f32(n, 3, 2, err);
     if (!X || !C || !Sn) return err->code;
-    float *Y = out_f32(n, y, 5, err);
+    float *Y = k_out_f32(n, y, 5, err);
     if (!Y) return err->code;
     int il = (int)rt_attr_int(n, "interleaved", 0);
     int64_t half = rd / 2;
@@ -221,7 +205,7 @@ static graft_status ms_rotary_run(rt_node *n, graft_error *err)
                 for (int64_t i = rd; i < hs; i++) yr[i] = xr[i];
             }
         }
-    out_f32_done(y, Y);
+    k_out_f32_done(y, Y);
     return GRAFT_OK;
 }
 
@@ -238,12 +222,12 @@ static graft_status gelu_common(rt_node *n, int kind, int bias_in, graft_error *
     if (b && (b->numel == 0 || (int64_t)b->numel != D))
         return rt_err(n, err, GRAFT_EINVAL, "bias must hold the last dimension's %lld values", (long long)D);
     rt_tensor *y = rt_out(n, 0, x->dtype, x->rank, x->dims, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     if (x->numel == 0) return GRAFT_OK;
     const float *X = k_input_f32(n, 0, 0, err), *Bv = NULL;
     if (!X) return err->code;
     if (b && !(Bv = k_input_f32(n, 1, 1, err))) return err->code;
-    float *Y = out_f32(n, y, 5, err);
+    float *Y = k_out_f32(n, y, 5, err);
     if (!Y) return err->code;
     float alpha = rt_attr_float(n, "alpha", 1.702f);
     for (uint64_t i = 0; i < x->numel; i++) {
@@ -255,7 +239,7 @@ static graft_status gelu_common(rt_node *n, int kind, int bias_in, graft_error *
         }
         Y[i] = r;
     }
-    out_f32_done(y, Y);
+    k_out_f32_done(y, Y);
     return GRAFT_OK;
 }
 

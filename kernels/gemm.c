@@ -978,6 +978,17 @@ int k_input_is_const(const rt_node *n, int i)
     return *name && graft_graph_find_initializer(n->g, name) != NULL;
 }
 
+float *k_out_f32(rt_node *n, rt_tensor *o, int buf, graft_error *err)
+{
+    if (o->dtype == GRAFT_DTYPE_FLOAT) return o->data;
+    return k_scratch_get(n, buf, (size_t)o->numel * sizeof(float) + 4, err);
+}
+
+void k_out_f32_done(rt_tensor *o, const float *f)
+{
+    if (o->dtype != GRAFT_DTYPE_FLOAT) k_from_f32(o->dtype, f, o->data, (size_t)o->numel);
+}
+
 const float *k_input_f32(rt_node *n, int i, int buf, graft_error *err)
 {
     rt_tensor *t = rt_in(n, i);

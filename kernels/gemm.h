@@ -104,6 +104,16 @@ void *k_scratch_get(rt_node *n, int i, size_t bytes, graft_error *err);
  * copy in scratch buffer `buf` (an initializer is converted once and kept
  * there: give each input its own buffer). NULL with err set (wrong dtype, out of memory). */
 const float *k_input_f32(rt_node *n, int i, int buf, graft_error *err);
+/* Output o as fp32: its own data when it is float, else scratch buffer
+ * `buf`; finish with k_out_f32_done, which converts back. NULL with err set. */
+float *k_out_f32(rt_node *n, rt_tensor *o, int buf, graft_error *err);
+void k_out_f32_done(rt_tensor *o, const float *f);
+
+/* In a kernel's run function: return err's code when an output could not be made. */
+#define K_OUT_OR_FAIL(t)            \
+    do {                            \
+        if (!(t)) return err->code; \
+    } while (0)
 /* 1 when node input i is a graph initializer (constant across runs). */
 int k_input_is_const(const rt_node *n, int i);
 

@@ -8,23 +8,6 @@
 #include "kernels/gemm.h"
 #include "kernels/kcommon.h"
 
-#define OUT_OR_FAIL(t) \
-    do {               \
-        if (!(t)) return err->code; \
-    } while (0)
-
-/* Output buffer as fp32: the output itself when float, else scratch `buf`. */
-static float *out_f32(rt_node *n, rt_tensor *o, int buf, graft_error *err)
-{
-    if (o->dtype == GRAFT_DTYPE_FLOAT) return o->data;
-    return k_scratch_get(n, buf, (size_t)o->numel * sizeof(float) + 4, err);
-}
-
-static void out_f32_done(rt_tensor *o, const float *f)
-{
-    if (o->dtype != GRAFT_DTYPE_FLOAT) k_from_f32(o->dtype, f, o->data, (size_t)o->numel);
-}
-
 /* ------------------------------------------------------------ MatMul */
 
 /* MatMul state: the scratch buffers (first, so the k_scratch helpers see
@@ -102,7 +85,7 @@ static graft_status matmul_run(rt_node *n, graft_error *err)
     if (!a1) od[ro++] = M;
     if (!b1) od[ro++] = N;
     rt_tensor *o = rt_out(n, 0, a->dtype, ro, od, err);
-    OUT_OR_FAIL(o);
+    K_OUT_OR_FAIL(o);
     int64_t nb = (int64_t)rt_numel(rob, ob);
     if (o->numel == 0) return GRAFT_OK;
     /* batch offsets (elements) */
@@ -132,7 +115,7 @@ static graft_status matmul_run(rt_node *n, graft_error *err)
         const k_bpack *pb = b_shared ? matmul_packed_b(n, b) : NULL;
         const float *A = k_input_f32(n, 0, 0, err), *B = pb ? NULL : k_input_f32(n, 1, 1, err);
         if (!A || (!pb && !B)) return err->code;
-        float *C = out_f32(n, o, 2, err);
+        float *C = k_out_f32(n, o, 2, err);
         if (!C) return err->code;
         if (pb) {
             k_sgemm_packed(nb * M, A, K, pb, C, N);
@@ -142,7 +125,7 @@ static graft_status matmul_run(rt_node *n, graft_error *err)
             for (int64_t bi = 0; bi < nb; bi++)
                 k_sgemm(0, 0, M, N, K, 1.0f, A + aoff[bi], K, B + boff[bi], N, 0.0f, C + bi * M * N, N);
         }
-        out_f32_done(o, C);
+        k_out_f32_done(o, C);
         return GRAFT_OK;
     }
     case GRAFT_DTYPE_DOUBLE: IMATMUL(double, double); return GRAFT_OK;
@@ -180,11 +163,11 @@ static graft_status gemm_run(rt_node *n, graft_error *err)
                           (long long)N);
     }
     rt_tensor *o = rt_out(n, 0, a->dtype, 2, od, err);
-    OUT_OR_FAIL(o);
+    K_OUT_OR_FAIL(o);
     if (o->numel == 0) return GRAFT_OK;
     const float *A = k_input_f32(n, 0, 0, err), *B = k_input_f32(n, 1, 1, err);
     if (!A || !B) return err->code;
-    float *Y = out_f32(n, o, 2, err);
+    float *Y = k_out_f32(n, o, 2, err);
     if (!Y) return err->code;
     float bt = 0.0f;
     if (c && beta != 0.0f) {
@@ -197,7 +180,7 @@ static graft_status gemm_run(rt_node *n, graft_error *err)
         bt = beta;
     }
     k_sgemm(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, bt, Y, N);
-    out_f32_done(o, Y);
+    k_out_f32_done(o, Y);
     return GRAFT_OK;
 }
 
@@ -247,7 +230,7 @@ static graft_status layernorm_run(rt_node *n, graft_error *err)
     float eps = rt_attr_float(n, "epsilon", 1e-5f);
     int64_t R = (int64_t)rt_numel(ax, x->dims), D = (int64_t)rt_numel(x->rank - ax, x->dims + ax);
     rt_tensor *y = rt_out(n, 0, x->dtype, x->rank, x->dims, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     int64_t sd[RT_MAX_RANK];
     for (int i = 0; i < x->rank; i++) sd[i] = i < ax ? x->dims[i] : 1;
     rt_tensor *mo = NULL, *io = NULL;
@@ -255,8 +238,8 @@ static graft_status layernorm_run(rt_node *n, graft_error *err)
     int sdt = stash == GRAFT_DTYPE_DOUBLE || stash == GRAFT_DTYPE_FLOAT16 || stash == GRAFT_DTYPE_BFLOAT16
                   ? stash
                   : GRAFT_DTYPE_FLOAT;
-    if (n->n_out > 1) OUT_OR_FAIL(mo = rt_out(n, 1, sdt, x->rank, sd, err));
-    if (n->n_out > 2) OUT_OR_FAIL(io = rt_out(n, 2, sdt, x->rank, sd, err));
+    if (n->n_out > 1) K_OUT_OR_FAIL(mo = rt_out(n, 1, sdt, x->rank, sd, err));
+    if (n->n_out > 2) K_OUT_OR_FAIL(io = rt_out(n, 2, sdt, x->rank, sd, err));
     if (x->numel == 0) return GRAFT_OK;
     const float *X = k_input_f32(n, 0, 0, err), *S = k_input_f32(n, 1, 1, err), *B = NULL;
     if (!X || !S) return err->code;
@@ -264,7 +247,7 @@ static graft_status layernorm_run(rt_node *n, graft_error *err)
     int64_t *so = inner_offsets(n, sc, x->rank - ax, x->dims + ax, D, 3, err), *bo = NULL;
     if (!so) return err->code;
     if (bi && !(bo = inner_offsets(n, bi, x->rank - ax, x->dims + ax, D, 4, err))) return err->code;
-    float *Y = out_f32(n, y, 5, err);
+    float *Y = k_out_f32(n, y, 5, err);
     if (!Y) return err->code;
     float *stats = k_scratch_get(n, 6, (size_t)(2 * R) * sizeof(float), err);
     if (!stats) return err->code;
@@ -287,7 +270,7 @@ static graft_status layernorm_run(rt_node *n, graft_error *err)
         stats[r] = mean;
         stats[R + r] = inv;
     }
-    out_f32_done(y, Y);
+    k_out_f32_done(y, Y);
     if (mo) k_from_f32(mo->dtype, stats, mo->data, (size_t)R);
     if (io) k_from_f32(io->dtype, stats + R, io->data, (size_t)R);
     return GRAFT_OK;
@@ -304,13 +287,13 @@ static graft_status rmsnorm_run(rt_node *n, graft_error *err)
     float eps = rt_attr_float(n, "epsilon", 1e-5f);
     int64_t R = (int64_t)rt_numel(ax, x->dims), D = (int64_t)rt_numel(x->rank - ax, x->dims + ax);
     rt_tensor *y = rt_out(n, 0, x->dtype, x->rank, x->dims, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     if (x->numel == 0) return GRAFT_OK;
     const float *X = k_input_f32(n, 0, 0, err), *S = k_input_f32(n, 1, 1, err);
     if (!X || !S) return err->code;
     int64_t *so = inner_offsets(n, sc, x->rank - ax, x->dims + ax, D, 3, err);
     if (!so) return err->code;
-    float *Y = out_f32(n, y, 5, err);
+    float *Y = k_out_f32(n, y, 5, err);
     if (!Y) return err->code;
     for (int64_t r = 0; r < R; r++) {
         const float *xr = X + r * D;
@@ -320,7 +303,7 @@ static graft_status rmsnorm_run(rt_node *n, graft_error *err)
         float inv = (float)(1.0 / sqrt(s / (double)D + (double)eps));
         for (int64_t i = 0; i < D; i++) yr[i] = xr[i] * inv * S[so[i]];
     }
-    out_f32_done(y, Y);
+    k_out_f32_done(y, Y);
     return GRAFT_OK;
 }
 
@@ -339,11 +322,11 @@ static graft_status batchnorm_run(rt_node *n, graft_error *err)
     float eps = rt_attr_float(n, "epsilon", 1e-5f), mom = rt_attr_float(n, "momentum", 0.9f);
     int training = (int)rt_attr_int(n, "training_mode", 0) && n->opset >= 14;
     rt_tensor *y = rt_out(n, 0, x->dtype, x->rank, x->dims, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     const float *X = k_input_f32(n, 0, 0, err), *sc = k_input_f32(n, 1, 1, err), *bi = k_input_f32(n, 2, 2, err);
     const float *mean = k_input_f32(n, 3, 3, err), *var = k_input_f32(n, 4, 4, err);
     if (!X || !sc || !bi || !mean || !var) return err->code;
-    float *Y = out_f32(n, y, 5, err);
+    float *Y = k_out_f32(n, y, 5, err);
     float *st = k_scratch_get(n, 6, (size_t)(4 * C + 1) * sizeof(float), err);
     if (!Y || !st) return err->code;
     float *um = st, *uv = st + C, *rm = st + 2 * C, *rv = st + 3 * C;
@@ -374,12 +357,12 @@ static graft_status batchnorm_run(rt_node *n, graft_error *err)
             float *yr = Y + (b * C + c) * S;
             for (int64_t i = 0; i < S; i++) yr[i] = (xr[i] - m) * inv * sc[c] + bi[c];
         }
-    out_f32_done(y, Y);
+    k_out_f32_done(y, Y);
     if (training) {
         int64_t cd[1] = {C};
         for (int k = 1; k < n->n_out && k < 3; k++) {
             rt_tensor *o = rt_out(n, k, rt_in(n, 3)->dtype, 1, cd, err);
-            OUT_OR_FAIL(o);
+            K_OUT_OR_FAIL(o);
             k_from_f32(o->dtype, k == 1 ? rm : rv, o->data, (size_t)C);
         }
     }
@@ -398,10 +381,10 @@ static graft_status instancenorm_run(rt_node *n, graft_error *err)
         return rt_err(n, err, GRAFT_EINVAL, "scale and B must hold %lld values", (long long)C);
     float eps = rt_attr_float(n, "epsilon", 1e-5f);
     rt_tensor *y = rt_out(n, 0, x->dtype, x->rank, x->dims, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     const float *X = k_input_f32(n, 0, 0, err), *sc = k_input_f32(n, 1, 1, err), *bi = k_input_f32(n, 2, 2, err);
     if (!X || !sc || !bi) return err->code;
-    float *Y = out_f32(n, y, 5, err);
+    float *Y = k_out_f32(n, y, 5, err);
     if (!Y) return err->code;
     for (int64_t r = 0; r < N * C; r++) {
         const float *xr = X + r * S;
@@ -414,7 +397,7 @@ static graft_status instancenorm_run(rt_node *n, graft_error *err)
         int64_t c = r % C;
         for (int64_t i = 0; i < S; i++) yr[i] = (float)(xr[i] - m) * inv * sc[c] + bi[c];
     }
-    out_f32_done(y, Y);
+    k_out_f32_done(y, Y);
     return GRAFT_OK;
 }
 
@@ -435,10 +418,10 @@ static graft_status groupnorm_run(rt_node *n, graft_error *err)
         return rt_err(n, err, GRAFT_EINVAL, "scale and bias must hold %lld values", (long long)C);
     float eps = rt_attr_float(n, "epsilon", 1e-5f);
     rt_tensor *y = rt_out(n, 0, x->dtype, x->rank, x->dims, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     const float *X = k_input_f32(n, 0, 0, err), *sc = k_input_f32(n, 1, 1, err), *bi = k_input_f32(n, 2, 2, err);
     if (!X || !sc || !bi) return err->code;
-    float *Y = out_f32(n, y, 5, err);
+    float *Y = k_out_f32(n, y, 5, err);
     if (!Y) return err->code;
     int64_t cg = C / G, L = cg * S;
     for (int64_t bg = 0; bg < N * G; bg++) {
@@ -455,7 +438,7 @@ static graft_status groupnorm_run(rt_node *n, graft_error *err)
             yr[i] = (float)(xr[i] - m) * inv * sc[c] + bi[c];
         }
     }
-    out_f32_done(y, Y);
+    k_out_f32_done(y, Y);
     return GRAFT_OK;
 }
 
@@ -483,10 +466,10 @@ static graft_status dropout_run(rt_node *n, graft_error *err)
     }
     if (training && ratio != 0.0f)
         return rt_err(n, err, GRAFT_EUNSUPPORTED, "training-mode dropout (random) is not supported");
-    OUT_OR_FAIL(rt_out_view(n, 0, x->dtype, x->rank, x->dims, x->data, err));
+    K_OUT_OR_FAIL(rt_out_view(n, 0, x->dtype, x->rank, x->dims, x->data, err));
     if (n->n_out > 1) {
         rt_tensor *m = rt_out(n, 1, GRAFT_DTYPE_BOOL, x->rank, x->dims, err);
-        OUT_OR_FAIL(m);
+        K_OUT_OR_FAIL(m);
         memset(m->data, 1, m->nbytes);
     }
     return GRAFT_OK;
@@ -560,10 +543,10 @@ static graft_status rotary_run(rt_node *n, graft_error *err)
         return rt_err(n, err, GRAFT_EINVAL, "without position_ids, cos/sin caches must be (batch, seq, rd/2)");
     }
     rt_tensor *y = rt_out(n, 0, x->dtype, x->rank, x->dims, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     const float *X = k_input_f32(n, 0, 0, err), *C = k_input_f32(n, 1, 1, err), *Sn = k_input_f32(n, 2, 2, err);
     if (!X || !C || !Sn) return err->code;
-    float *Y = out_f32(n, y, 5, err);
+    float *Y = k_out_f32(n, y, 5, err);
     if (!Y) return err->code;
     for (int64_t b = 0; b < B; b++)
         for (int64_t s = 0; s < S; s++) {
@@ -582,7 +565,7 @@ static graft_status rotary_run(rt_node *n, graft_error *err)
                 rope_row(X + off, Y + off, hs, rd, cs, sn, il);
             }
         }
-    out_f32_done(y, Y);
+    k_out_f32_done(y, Y);
     return GRAFT_OK;
 }
 

@@ -14,11 +14,6 @@
 
 #define MS "com.microsoft"
 
-#define OUT_OR_FAIL(t)              \
-    do {                            \
-        if (!(t)) return err->code; \
-    } while (0)
-
 /* ------------------------------------------------------------ element codecs */
 
 static int is_int_q(int dt)
@@ -227,7 +222,7 @@ static graft_status dequantize_run(rt_node *n, graft_error *err)
     if (odt == 0 || n->opset < 23) odt = s->dtype;
     if (!k_is_float(odt)) return rt_err(n, err, GRAFT_EUNSUPPORTED, "output dtype %s", graft_dtype_name(odt));
     rt_tensor *y = rt_out(n, 0, odt, x->rank, x->dims, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     if (x->numel == 0) return GRAFT_OK;
     const float *S = k_input_f32(n, 1, 0, err);
     if (!S) return err->code;
@@ -258,7 +253,7 @@ static graft_status quantize_run(rt_node *n, graft_error *err)
     if (z && z->numel != s->numel) return rt_err(n, err, GRAFT_EINVAL, "zero point and scale shapes differ");
     int saturate = (int)rt_attr_int(n, "saturate", 1);
     rt_tensor *y = rt_out(n, 0, odt, x->rank, x->dims, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     if (x->numel == 0) return GRAFT_OK;
     memset(y->data, 0, y->nbytes);
     const float *X = k_input_f32(n, 0, 0, err), *S = k_input_f32(n, 1, 1, err);
@@ -442,7 +437,7 @@ static graft_status matmulnbits_run(rt_node *n, graft_error *err)
     memcpy(od, a->dims, (size_t)a->rank * sizeof(int64_t));
     od[a->rank - 1] = N;
     rt_tensor *y = rt_out(n, 0, a->dtype, a->rank, od, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     int64_t M = (int64_t)(a->numel / (uint64_t)K);
     if (M == 0) return GRAFT_OK;
     if (!(j.A = k_input_f32(n, 0, 3, err))) return err->code;
@@ -517,7 +512,7 @@ static graft_status gbq_run(rt_node *n, graft_error *err)
     for (int i = ga + 1; i < r; i++) od[ro++] = D[i];
     if (ro > RT_MAX_RANK) return rt_err(n, err, GRAFT_EUNSUPPORTED, "output rank over %d", RT_MAX_RANK);
     rt_tensor *y = rt_out(n, 0, s->dtype, ro, od, err);
-    OUT_OR_FAIL(y);
+    K_OUT_OR_FAIL(y);
     if (y->numel == 0) return GRAFT_OK;
     const float *S = k_input_f32(n, 2, 0, err);
     if (!S) return err->code;
