@@ -5,13 +5,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Open-addressing map from string keys (borrowed, must outlive the map)
- * to void* values. */
-typedef struct ox_map {
-    const char **keys;
+/* One open-addressing table serves two kinds of map: keyed by string
+ * contents (ox_map_*: keys borrowed, must outlive the map) or by pointer
+ * identity (ox_pmap_*). Use one kind of function per table. */
+typedef struct ox_table {
+    const void **keys; /* NULL: empty slot */
     void **vals;
     size_t cap, len;
-} ox_map;
+} ox_table;
+
+typedef ox_table ox_map;  /* string keys */
+typedef ox_table ox_pmap; /* pointer keys */
 
 void ox_map_free(ox_map *m);
 void ox_map_clear(ox_map *m);
@@ -19,14 +23,7 @@ void ox_map_clear(ox_map *m);
 bool ox_map_put(ox_map *m, const char *key, void *val);
 void *ox_map_get(const ox_map *m, const char *key);
 
-/* Pointer-keyed map (identity). */
-typedef struct ox_pmap {
-    const void **keys;
-    void **vals;
-    size_t cap, len;
-} ox_pmap;
-
-void ox_pmap_free(ox_pmap *m);
+#define ox_pmap_free ox_map_free
 bool ox_pmap_put(ox_pmap *m, const void *key, void *val);
 void *ox_pmap_get(const ox_pmap *m, const void *key);
 void ox_pmap_del(ox_pmap *m, const void *key);

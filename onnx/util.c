@@ -160,108 +160,62 @@ void ox_map_clear(ox_map *m)
     m->len = 0;
 }
 
-static bool map_rehash(ox_map *m, size_t ncap)
+/* Slot holding `key`, or the empty slot where it would go (cap > 0). */
+static size_t table_slot(const ox_table *t, const void *key, bool by_str)
 {
-    const char **ok = m->keys;
-    void **ov = m->vals;
-    size_t oc = m->cap;
-    m->keys = calloc(ncap, sizeof *m->keys);
-    m->vals = calloc(ncap, sizeof *m->vals);
-    if (!m->keys || !m->vals) {
-        free(m->keys);
-        free(m->vals);
-        m->keys = ok;
-        m->vals = ov;
+    size_t mask = t->cap - 1, i = (by_str ? hash_str(key) : hash_ptr(key)) & mask;
+    while (t->keys[i] && (by_str ? strcmp(t->keys[i], key) != 0 : t->keys[i] != key)) i = (i + 1) & mask;
+    return i;
+}
+
+static bool table_put(ox_table *t, const void *key, void *val, bool by_str);
+
+static bool table_rehash(ox_table *t, size_t ncap, bool by_str)
+{
+    ox_table old = *t;
+    t->keys = calloc(ncap, sizeof *t->keys);
+    t->vals = calloc(ncap, sizeof *t->vals);
+    if (!t->keys || !t->vals) {
+        free(t->keys);
+        free(t->vals);
+        *t = old;
         return false;
     }
-    m->cap = ncap;
-    m->len = 0;
-    for (size_t i = 0; i < oc; i++)
-        if (ok[i]) ox_map_put(m, ok[i], ov[i]);
-    free(ok);
-    free(ov);
+    t->cap = ncap;
+    t->len = 0;
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.keys[i]) table_put(t, old.keys[i], old.vals[i], by_str); /* cannot grow */
+    free(old.keys);
+    free(old.vals);
     return true;
 }
 
-bool ox_map_put(ox_map *m, const char *key, void *val)
+static bool table_put(ox_table *t, const void *key, void *val, bool by_str)
 {
-    if ((m->len + 1) * 2 > m->cap && !map_rehash(m, m->cap ? m->cap * 2 : 16)) return false;
-    size_t mask = m->cap - 1, i = hash_str(key) & mask;
-    while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & mask;
-    if (!m->keys[i]) m->len++;
-    m->keys[i] = key;
-    m->vals[i] = val;
+    if ((t->len + 1) * 2 > t->cap && !table_rehash(t, t->cap ? t->cap * 2 : 16, by_str)) return false;
+    size_t i = table_slot(t, key, by_str);
+    if (!t->keys[i]) t->len++;
+    t->keys[i] = key;
+    t->vals[i] = val;
     return true;
 }
 
-void *ox_map_get(const ox_map *m, const char *key)
+static void *table_get(const ox_table *t, const void *key, bool by_str)
 {
-    if (!m->cap) return NULL;
-    size_t mask = m->cap - 1, i = hash_str(key) & mask;
-    while (m->keys[i]) {
-        if (strcmp(m->keys[i], key) == 0) return m->vals[i];
-        i = (i + 1) & mask;
-    }
-    return NULL;
+    if (!t->cap) return NULL;
+    size_t i = table_slot(t, key, by_str);
+    return t->keys[i] ? t->vals[i] : NULL;
 }
 
-void ox_pmap_free(ox_pmap *m)
-{
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
-static bool pmap_rehash(ox_pmap *m, size_t ncap)
-{
-    const void **ok = m->keys;
-    void **ov = m->vals;
-    size_t oc = m->cap;
-    m->keys = calloc(ncap, sizeof *m->keys);
-    m->vals = calloc(ncap, sizeof *m->vals);
-    if (!m->keys || !m->vals) {
-        free(m->keys);
-        free(m->vals);
-        m->keys = ok;
-        m->vals = ov;
-        return false;
-    }
-    m->cap = ncap;
-    m->len = 0;
-    for (size_t i = 0; i < oc; i++)
-        if (ok[i]) ox_pmap_put(m, ok[i], ov[i]);
-    free(ok);
-    free(ov);
-    return true;
-}
-
-bool ox_pmap_put(ox_pmap *m, const void *key, void *val)
-{
-    if ((m->len + 1) * 2 > m->cap && !pmap_rehash(m, m->cap ? m->cap * 2 : 16)) return false;
-    size_t mask = m->cap - 1, i = hash_ptr(key) & mask;
-    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & mask;
-    if (!m->keys[i]) m->len++;
-    m->keys[i] = key;
-    m->vals[i] = val;
-    return true;
-}
-
-void *ox_pmap_get(const ox_pmap *m, const void *key)
-{
-    if (!m->cap) return NULL;
-    size_t mask = m->cap - 1, i = hash_ptr(key) & mask;
-    while (m->keys[i]) {
-        if (m->keys[i] == key) return m->vals[i];
-        i = (i + 1) & mask;
-    }
-    return NULL;
-}
+bool ox_map_put(ox_map *m, const char *key, void *val) { return table_put(m, key, val, true); }
+void *ox_map_get(const ox_map *m, const char *key) { return table_get(m, key, true); }
+bool ox_pmap_put(ox_pmap *m, const void *key, void *val) { return table_put(m, key, val, false); }
+void *ox_pmap_get(const ox_pmap *m, const void *key) { return table_get(m, key, false); }
 
 void ox_pmap_del(ox_pmap *m, const void *key)
 {
     if (!m->cap) return;
-    size_t mask = m->cap - 1, i = hash_ptr(key) & mask;
-    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & mask;
+    size_t mask = m->cap - 1, i = table_slot(m, key, false);
     if (!m->keys[i]) return;
     m->keys[i] = NULL;
     m->vals[i] = NULL;
@@ -273,6 +227,6 @@ void ox_pmap_del(ox_pmap *m, const void *key)
         m->keys[j] = NULL;
         m->vals[j] = NULL;
         m->len--;
-        ox_pmap_put(m, k, v); /* cannot grow: len decreased */
+        table_put(m, k, v, false); /* cannot grow: len decreased */
     }
 }
