@@ -23,6 +23,9 @@ static const char usage[] =
     "                         add_bos_token (default auto)\n"
     "  --shard-size SIZE      split weights into files of at most SIZE (e.g. 2G, 512M)\n"
     "  --force                replace OUT_DIR if it exists\n"
+    "  --sync                 make the export durable before the rename (fsync every\n"
+    "                         file, then the directory); default: like cp, the kernel\n"
+    "                         writes the pages back in its own time\n"
     "  -q, --quiet            print no decisions and no progress\n";
 
 typedef struct ui {
@@ -105,6 +108,8 @@ int graft_cli_compose(int argc, char **argv)
                 return graft_cli_usage_error("compose", "bad --shard-size '%s'", argv[i]);
         } else if (strcmp(a, "--force") == 0) {
             o.force = 1;
+        } else if (strcmp(a, "--sync") == 0) {
+            o.sync = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             u.quiet = 1;
         } else if (a[0] == '-' && a[1]) {

@@ -292,7 +292,7 @@ static graft_status copy_tokenizer(job *j, const char *tmp, graft_error *err)
         char *s = cp_join(j->dir, *f), *d = cp_join(tmp, *f);
         struct stat st;
         if (!s || !d) rc = cp_err(err, GRAFT_ENOMEM, "out of memory");
-        else if (lstat(s, &st) == 0) rc = cp_copy_file(s, d, err);
+        else if (lstat(s, &st) == 0) rc = cp_copy_file(s, d, j->o && j->o->sync, err);
         free(s);
         free(d);
     }
@@ -316,7 +316,7 @@ static graft_status copy_tokenizer(job *j, const char *tmp, graft_error *err)
                                  sizeof decision, err)) != GRAFT_OK)
         goto done;
     note(j->o, "%s", decision);
-    rc = cp_json_write(out, tok, err);
+    rc = cp_json_write(out, tok, j->o && j->o->sync, err);
 done:
     json_decref(tok);
     json_decref(tcfg);
@@ -444,6 +444,7 @@ graft_status graft_compose(const char *pipeline_dir, const char *out_dir, const 
     so.shard_size = o ? o->shard_size : 0;
     so.progress = o ? o->progress : NULL;
     so.progress_ctx = o ? o->ctx : NULL;
+    so.no_sync = !(o && o->sync);
     if ((rc = graft_model_save(j.dec, model_path, &so, err)) != GRAFT_OK) goto fail;
     if ((rc = copy_tokenizer(&j, tmp, err)) != GRAFT_OK) goto fail;
     if (j.cfg) {
@@ -454,7 +455,7 @@ graft_status graft_compose(const char *pipeline_dir, const char *out_dir, const 
         }
         rc = cp_config_rewrite(j.cfg_path, j.cfg, "model.onnx", emb_file ? j.input_ids : NULL, j.wired_keys,
                                j.n_wired, err);
-        if (rc == GRAFT_OK) rc = cp_json_write(cfg_out, j.cfg, err);
+        if (rc == GRAFT_OK) rc = cp_json_write(cfg_out, j.cfg, o && o->sync, err);
         free(cfg_out);
         if (rc != GRAFT_OK) goto fail;
     }
@@ -472,7 +473,7 @@ graft_status graft_compose(const char *pipeline_dir, const char *out_dir, const 
     }
     tmp_made = false;
     cp_rmtree(old);
-    int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int pfd = o && o->sync ? open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     if (pfd >= 0) {
         fsync(pfd);
         close(pfd);

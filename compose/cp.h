@@ -20,10 +20,10 @@ char *cp_concat(const char *a, const char *b);
 bool cp_path_is_safe(const char *rel);
 /* Loads a JSON file; errors name the file, line and column. Owned. */
 graft_status cp_json_load(const char *path, json_t **out, graft_error *err);
-/* Writes JSON (indent 4, keys in order) to path, fsync'd. */
-graft_status cp_json_write(const char *path, const json_t *j, graft_error *err);
-/* Copies a regular file (no symlinks followed) into dst, fsync'd. */
-graft_status cp_copy_file(const char *src, const char *dst, graft_error *err);
+/* Writes JSON (indent 4, keys in order) to path, fsync'd when `sync`. */
+graft_status cp_json_write(const char *path, const json_t *j, bool sync, graft_error *err);
+/* Copies a regular file (no symlinks followed) into dst, fsync'd when `sync`. */
+graft_status cp_copy_file(const char *src, const char *dst, bool sync, graft_error *err);
 /* Removes a directory tree (no symlinks followed); best effort. */
 void cp_rmtree(const char *path);
 

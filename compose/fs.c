@@ -79,7 +79,7 @@ static graft_status write_all(int fd, const char *buf, size_t n, const char *pat
     return GRAFT_OK;
 }
 
-graft_status cp_json_write(const char *path, const json_t *j, graft_error *err)
+graft_status cp_json_write(const char *path, const json_t *j, bool sync, graft_error *err)
 {
     char *s = json_dumps(j, JSON_INDENT(4) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
     if (!s) return cp_err(err, GRAFT_ENOMEM, "%s: cannot serialise JSON", path);
@@ -90,13 +90,13 @@ graft_status cp_json_write(const char *path, const json_t *j, graft_error *err)
     }
     graft_status rc = write_all(fd, s, strlen(s), path, err);
     if (rc == GRAFT_OK) rc = write_all(fd, "\n", 1, path, err);
-    if (rc == GRAFT_OK && fsync(fd) != 0) rc = cp_err(err, GRAFT_EIO, "%s: fsync: %s", path, strerror(errno));
+    if (rc == GRAFT_OK && sync && fsync(fd) != 0) rc = cp_err(err, GRAFT_EIO, "%s: fsync: %s", path, strerror(errno));
     close(fd);
     free(s);
     return rc;
 }
 
-graft_status cp_copy_file(const char *src, const char *dst, graft_error *err)
+graft_status cp_copy_file(const char *src, const char *dst, bool sync, graft_error *err)
 {
     graft_status rc = GRAFT_OK;
     int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -133,7 +133,7 @@ graft_status cp_copy_file(const char *src, const char *dst, graft_error *err)
         if (r == 0) break;
         left -= r;
     }
-    if (rc == GRAFT_OK && fsync(out) != 0) rc = cp_err(err, GRAFT_EIO, "%s: fsync: %s", dst, strerror(errno));
+    if (rc == GRAFT_OK && sync && fsync(out) != 0) rc = cp_err(err, GRAFT_EIO, "%s: fsync: %s", dst, strerror(errno));
     close(in);
     close(out);
     return rc;

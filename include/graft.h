@@ -125,11 +125,17 @@ typedef struct graft_save_opts {
      * be NULL. */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    /* Nonzero: no fsync and no write-behind. The save stays atomic for
+     * other processes (temporary files, rename) and a killed process
+     * leaves nothing half-written, but after a power loss or an OS crash
+     * the renamed files may lack data the kernel had not written back yet
+     * (what `cp` and onnx.save give). 0: durable (the default). */
+    int no_sync;
 } graft_save_opts;
 
 /* Saves the model to `path` and its external data beside it, atomically:
  * temporary files in the target directory, fsync, rename, fsync of the
- * directory. Anything the IR does not model (functions, sparse
+ * directory (the fsyncs unless opts->no_sync). Anything the IR does not model (functions, sparse
  * initializers, doc strings, metadata, unknown fields) is written back as
  * loaded. The model is unchanged. opts may be NULL. */
 graft_status graft_model_save(graft_model *m, const char *path,
@@ -431,6 +437,11 @@ typedef struct graft_compose_opts {
     graft_bos_mode bos;
     long long shard_size; /* > 0: split the weights into files of this size */
     int force;            /* replace an existing OUT_DIR */
+    /* Nonzero: durable export: every file fsync'd (and the weights written
+     * back as they are copied) before the rename, the parent directory
+     * after. 0 (default): like `cp`, the kernel writes the pages back in
+     * its own time; atomic all the same against a killed process. */
+    int sync;
     /* Progress of the weight copy (may be NULL), and one line per decision
      * worth telling a user (may be NULL). */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);

@@ -44,6 +44,7 @@ typedef struct saved {
 typedef struct save_ctx {
     graft_model *m;
     const graft_save_opts *opts;
+    bool sync; /* fsync and write-behind (not opts->no_sync) */
     long long threshold;
     uint64_t align, shard_size;
     const char *dir, *data_name, *out_path;
@@ -124,7 +125,8 @@ static graft_status copy_bytes(save_ctx *c, const saved *s, graft_error *err)
             if (r <= 0) break; /* fall back to write() below */
             /* write-behind: start writing this range to disk now, so the
              * final fsync overlaps the copy instead of following it */
-            sync_file_range(sh->fd, (off_t)(s->offset + done), (off_t)r, SYNC_FILE_RANGE_WRITE);
+            if (c->sync)
+                sync_file_range(sh->fd, (off_t)(s->offset + done), (off_t)r, SYNC_FILE_RANGE_WRITE);
             done += (uint64_t)r;
             if (c->opts && c->opts->progress) c->opts->progress(c->opts->progress_ctx, c->done + done, c->total);
         }
@@ -137,7 +139,7 @@ static graft_status copy_bytes(save_ctx *c, const saved *s, graft_error *err)
             return ox_err(err, GRAFT_EIO, "%s: writing tensor '%s' to '%s': %s", c->out_path,
                           ox_s(rec->p->name), sh->tmp, strerror(errno));
         }
-        sync_file_range(sh->fd, (off_t)(s->offset + done), (off_t)w, SYNC_FILE_RANGE_WRITE);
+        if (c->sync) sync_file_range(sh->fd, (off_t)(s->offset + done), (off_t)w, SYNC_FILE_RANGE_WRITE);
         if (rec->ext >= 0) { /* drop the source pages we touched */
             uintptr_t a = (uintptr_t)(rec->data + done) & ~(uintptr_t)4095;
             madvise((void *)a, (size_t)((uintptr_t)(rec->data + done + (size_t)w) - a), MADV_DONTNEED);
@@ -306,6 +308,7 @@ graft_status graft_model_save(graft_model *m, const char *path, const graft_save
     memset(&c, 0, sizeof c);
     c.m = m;
     c.opts = opts;
+    c.sync = !(opts && opts->no_sync);
     c.out_path = path;
     c.threshold = opts && opts->external_threshold ? opts->external_threshold : OX_DEFAULT_THRESHOLD;
     c.align = opts && opts->alignment > 0 ? (uint64_t)opts->alignment : OX_DEFAULT_ALIGN;
@@ -359,7 +362,7 @@ graft_status graft_model_save(graft_model *m, const char *path, const graft_save
         if (c.sv[i].shard >= 0 && (rc = copy_bytes(&c, &c.sv[i], err)) != GRAFT_OK) goto fail;
     for (size_t i = 0; i < c.n_shards; i++) {
         shard *sh = &c.shards[i];
-        if (ftruncate(sh->fd, (off_t)sh->end) != 0 || fsync(sh->fd) != 0) {
+        if (ftruncate(sh->fd, (off_t)sh->end) != 0 || (c.sync && fsync(sh->fd) != 0)) {
             rc = ox_err(err, GRAFT_EIO, "%s: finishing '%s': %s", path, sh->tmp, strerror(errno));
             goto fail;
         }
@@ -383,7 +386,7 @@ graft_status graft_model_save(graft_model *m, const char *path, const graft_save
     if ((rc = pack_model(m, model_fd, model_tmp, err)) != GRAFT_OK) goto fail;
     restore(&c);
     swapped = false;
-    if (fsync(model_fd) != 0) {
+    if (c.sync && fsync(model_fd) != 0) {
         rc = ox_err(err, GRAFT_EIO, "%s: fsync: %s", model_tmp, strerror(errno));
         goto fail;
     }
@@ -403,7 +406,7 @@ graft_status graft_model_save(graft_model *m, const char *path, const graft_save
     }
     free(model_tmp);
     model_tmp = NULL;
-    if (fsync(dfd) != 0 && errno != EINVAL) {
+    if (c.sync && fsync(dfd) != 0 && errno != EINVAL) {
         rc = ox_err(err, GRAFT_EIO, "%s: fsync of directory '%s': %s", path, dir, strerror(errno));
         goto fail;
     }

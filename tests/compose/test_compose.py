@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -347,6 +348,24 @@ def test_bad_input(graft: str, pipe: str, work: str) -> None:
     p = run([graft, "compose", pipe, "-o", out])
     left = [f for f in os.listdir(os.path.dirname(out)) if ".graft-tmp-" in f]
     check(p.returncode == 0 and not left, f"next run succeeds and removes stale temporaries ({left})")
+    shutil.rmtree(out)
+
+    # --sync: every file of the export is fsync'd before the rename (seen by
+    # strace, not by graft); the default leaves write-back to the kernel
+    if shutil.which("strace"):
+        for sync in (True, False):
+            p = run(["strace", "-f", "-qq", "-y", "-e", "trace=fsync,fdatasync", graft, "compose", pipe, "-o", out,
+                     "--force", "-q"] + (["--sync"] if sync else []))
+            # temporaries are ".NAME.tmp.XXXXXX" until the rename
+            synced = {re.sub(r"^\.(.*)\.tmp\.[^.]+$", r"\1", os.path.basename(m.group(1)))
+                      for m in re.finditer(r"f(?:data)?sync\(\d+<([^>]*)>", p.stderr)}
+            files = sorted(os.listdir(out))
+            missed = [f for f in files if f not in synced]
+            if sync:
+                check(p.returncode == 0 and not missed and os.path.basename(os.path.dirname(os.path.abspath(out)))
+                      in synced, f"--sync fsyncs every file and the parent directory (missed {missed})")
+            else:
+                check(p.returncode == 0 and not synced, f"default compose does not fsync ({sorted(synced)})")
 
 
 def main() -> int:
