@@ -1,0 +1,112 @@
+/* graft CUDA kernels for the generic ONNX ops the CUDA executor places on
+ * the device (prefix gops_): broadcasting elementwise, strided copies
+ * (Transpose, Slice, Concat, Expand), reductions over the last axis,
+ * attention with a mask, and a cuBLAS GEMM wrapper.
+ *
+ * Same contract as gcuda.h: graft_status returns with `err` naming the
+ * call, enqueued on `stream` without synchronising, no allocation inside
+ * (gops_blas_create allocates the handle once). Data types are graft's
+ * ONNX codes; arithmetic is fp32 whatever the storage type. Strides and
+ * offsets are in elements. */
+#ifndef GRAFT_KERNELS_CUDA_GCUDA_OPS_H
+#define GRAFT_KERNELS_CUDA_GCUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graft.h"
+#include "kernels/cuda/gcuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GOPS_MAX_RANK 8
+
+/* An iteration space of `rank` dims and the strides of up to three
+ * operands over it (0 on broadcast axes). */
+typedef struct gops_shape {
+    int rank;
+    int64_t dims[GOPS_MAX_RANK];
+    int64_t st[3][GOPS_MAX_RANK];
+} gops_shape;
+
+typedef enum gops_binary_op {
+    GOPS_ADD, GOPS_SUB, GOPS_MUL, GOPS_DIV, GOPS_POW, GOPS_MAX, GOPS_MIN
+} gops_binary_op;
+
+/* y (contiguous over sh) = a op b; a, b read through sh.st[0], sh.st[1]. */
+graft_status gops_binary(gops_binary_op op, int dtype, const gops_shape *sh, const void *a, const void *b, void *y,
+                         gcuda_stream s, graft_error *err);
+
+/* y (contiguous over sh) = cond ? x : z; cond uint8 (bool) through
+ * sh.st[0], x through st[1], z through st[2]. */
+graft_status gops_where(int dtype, const gops_shape *sh, const uint8_t *cond, const void *x, const void *z, void *y,
+                        gcuda_stream s, graft_error *err);
+
+typedef enum gops_unary_op {
+    GOPS_NEG, GOPS_SQRT, GOPS_TANH, GOPS_SIGMOID, GOPS_GELU_ERF, GOPS_GELU_TANH, GOPS_CLIP, GOPS_RELU,
+    GOPS_EXP, GOPS_ABS, GOPS_RECIPROCAL, GOPS_IDENTITY
+} gops_unary_op;
+
+/* y[i] = op(x[i]), i < n; CLIP uses lo/hi. y may alias x. */
+graft_status gops_unary(gops_unary_op op, int dtype, const void *x, void *y, int64_t n, float lo, float hi,
+                        gcuda_stream s, graft_error *err);
+
+/* y[i] = (dst_dtype) x[i] between float types. */
+graft_status gops_cast(int src_dtype, int dst_dtype, const void *x, void *y, int64_t n, gcuda_stream s,
+                       graft_error *err);
+
+/* Strided copy of elements of `esize` bytes (1, 2, 4 or 8): for every
+ * index of sh, dst[sum idx*st[1]] = src[sum idx*st[0]] (transpose, slice,
+ * expand, concat into a slot). */
+graft_status gops_copy(size_t esize, const gops_shape *sh, const void *src, void *dst, gcuda_stream s,
+                       graft_error *err);
+
+/* y[r] = mean (mean != 0) or sum of x[r, 0..dim), rows x dim. */
+graft_status gops_reduce_last(int dtype, const void *x, void *y, int64_t rows, int64_t dim, int mean,
+                              gcuda_stream s, graft_error *err);
+
+/* Attention for any number of query rows: one block per (batch, query
+ * head, query row), online softmax over the keys. Q rows [hd], K/V rows
+ * [hd]/[vd] reached through (batch, head, seq) strides. The key j is
+ * masked when causal and j > past + i (past: keys before the first
+ * query), when the window is set and past + i - j > window_left, when
+ * j >= kv_len[b] (device int32, may be NULL: T), or by the mask: bool
+ * (0 masks) or additive float (fp32 or the dtype), reached through
+ * (batch, head, query, key) strides. A row with every key masked gives
+ * zeros. */
+typedef struct gops_attn_args {
+    int dtype;
+    int64_t B, Hq, Hkv, Sq, T, hd, vd;
+    const void *q, *k, *v;
+    void *y;
+    int64_t qs[3], ks[3], vs[3], ys[3];
+    const void *mask; /* NULL: none */
+    int mask_kind;    /* 0 none, 1 bool, 2 additive in the dtype, 3 additive fp32 */
+    int64_t ms[4];
+    int64_t mlast;    /* keys covered by the mask; later keys are masked */
+    int64_t past;     /* causal/window offset (when kv_len is NULL) */
+    const int32_t *kv_len; /* device, [B]: keys per batch; past = kv_len - Sq */
+    int causal;
+    int64_t window_left; /* < 0: none */
+    float scale, softcap;
+} gops_attn_args;
+
+graft_status gops_attention(const gops_attn_args *a, gcuda_stream s, graft_error *err);
+
+/* GEMM through cuBLAS, row-major: C[b] = A[b] (M x K) . B[b] (K x N) for b
+ * < batch, with batch strides sa, sb, sc (0: shared). fp32 accumulation;
+ * fp32 inputs keep full fp32 math (no TF32). */
+typedef struct gops_blas gops_blas;
+graft_status gops_blas_create(gops_blas **out, graft_error *err);
+void gops_blas_free(gops_blas *h);
+graft_status gops_gemm(gops_blas *h, int dtype, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa,
+                       const void *B, int64_t sb, void *C, int64_t sc, int64_t batch, gcuda_stream s,
+                       graft_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,376 @@
+/* Generic ONNX ops on the device for the CUDA executor (gcuda_ops.h):
+ * broadcasting elementwise, casts, strided copies, last-axis reductions
+ * and masked attention. fp32 arithmetic whatever the storage type. */
+#include <math.h>
+
+#include "kernels/cuda/gcuda_common.cuh"
+#include "kernels/cuda/gcuda_ops.h"
+
+/* ------------------------------------------------------------ indexing */
+
+/* Offsets of linear index i (over sh.dims, row-major) in NOPS operands. */
+template <int NOPS>
+__device__ __forceinline__ void go_offsets(const gops_shape &sh, int64_t i, int64_t *off)
+{
+#pragma unroll
+    for (int k = 0; k < NOPS; k++) off[k] = 0;
+    for (int d = sh.rank - 1; d >= 0; d--) {
+        int64_t n = sh.dims[d], c = i % n;
+        i /= n;
+#pragma unroll
+        for (int k = 0; k < NOPS; k++) off[k] += c * sh.st[k][d];
+    }
+}
+
+static int64_t go_numel(const gops_shape *sh)
+{
+    int64_t n = 1;
+    for (int d = 0; d < sh->rank; d++) n *= sh->dims[d];
+    return n;
+}
+
+static graft_status go_check_shape(const gops_shape *sh, const char *fn, graft_error *err)
+{
+    if (sh->rank < 0 || sh->rank > GOPS_MAX_RANK)
+        return gcuda_errf(err, GRAFT_EINVAL, "%s: rank %d (at most %d)", fn, sh->rank, GOPS_MAX_RANK);
+    for (int d = 0; d < sh->rank; d++)
+        if (sh->dims[d] < 0) return gcuda_errf(err, GRAFT_EINVAL, "%s: negative dimension", fn);
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ binary, where */
+
+template <int OP> __device__ __forceinline__ float go_bin(float a, float b)
+{
+    switch (OP) {
+    case GOPS_ADD: return a + b;
+    case GOPS_SUB: return a - b;
+    case GOPS_MUL: return a * b;
+    case GOPS_DIV: return a / b;
+    case GOPS_POW: return powf(a, b);
+    case GOPS_MAX: return isnan(a) || isnan(b) ? __int_as_float(0x7fc00000) : fmaxf(a, b);
+    default: return isnan(a) || isnan(b) ? __int_as_float(0x7fc00000) : fminf(a, b);
+    }
+}
+
+template <typename T, int OP>
+__global__ void go_binary_kernel(gops_shape sh, const T *a, const T *b, T *y, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[2];
+        go_offsets<2>(sh, i, off);
+        y[i] = gc_to<T>(go_bin<OP>(gc_f(a[off[0]]), gc_f(b[off[1]])));
+    }
+}
+
+template <typename T>
+static graft_status go_binary_t(gops_binary_op op, const gops_shape *sh, const T *a, const T *b, T *y, int64_t n,
+                                gcuda_stream s, graft_error *err)
+{
+    unsigned g = gc_blocks(n, 256);
+    switch (op) {
+    case GOPS_ADD: go_binary_kernel<T, GOPS_ADD><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
+    case GOPS_SUB: go_binary_kernel<T, GOPS_SUB><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
+    case GOPS_MUL: go_binary_kernel<T, GOPS_MUL><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
+    case GOPS_DIV: go_binary_kernel<T, GOPS_DIV><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
+    case GOPS_POW: go_binary_kernel<T, GOPS_POW><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
+    case GOPS_MAX: go_binary_kernel<T, GOPS_MAX><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
+    case GOPS_MIN: go_binary_kernel<T, GOPS_MIN><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
+    default: return gcuda_errf(err, GRAFT_EINVAL, "gops_binary: op %d", (int)op);
+    }
+    GCUDA_CHECK_LAUNCH("go_binary_kernel");
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gops_binary(gops_binary_op op, int dtype, const gops_shape *sh, const void *a, const void *b,
+                                    void *y, gcuda_stream s, graft_error *err)
+{
+    graft_status rc = go_check_shape(sh, "gops_binary", err);
+    if (rc) return rc;
+    int64_t n = go_numel(sh);
+    if (!n) return GRAFT_OK;
+    GCUDA_DISPATCH(dtype, "gops_binary",
+                   return go_binary_t<T>(op, sh, (const T *)a, (const T *)b, (T *)y, n, s, err));
+    return GRAFT_OK;
+}
+
+template <typename T>
+__global__ void go_where_kernel(gops_shape sh, const uint8_t *c, const T *x, const T *z, T *y, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[3];
+        go_offsets<3>(sh, i, off);
+        y[i] = c[off[0]] ? x[off[1]] : z[off[2]];
+    }
+}
+
+extern "C" graft_status gops_where(int dtype, const gops_shape *sh, const uint8_t *cond, const void *x, const void *z,
+                                   void *y, gcuda_stream s, graft_error *err)
+{
+    graft_status rc = go_check_shape(sh, "gops_where", err);
+    if (rc) return rc;
+    int64_t n = go_numel(sh);
+    if (!n) return GRAFT_OK;
+    GCUDA_DISPATCH(dtype, "gops_where", {
+        go_where_kernel<T><<<gc_blocks(n, 256), 256, 0, s>>>(*sh, cond, (const T *)x, (const T *)z, (T *)y, n);
+        GCUDA_CHECK_LAUNCH("go_where_kernel");
+    });
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ unary, cast */
+
+template <int OP> __device__ __forceinline__ float go_un(float x, float lo, float hi)
+{
+    switch (OP) {
+    case GOPS_NEG: return -x;
+    case GOPS_SQRT: return sqrtf(x);
+    case GOPS_TANH: return tanhf(x);
+    case GOPS_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case GOPS_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case GOPS_GELU_TANH: {
+        float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+        return 0.5f * x * (1.0f + tanhf(u));
+    }
+    case GOPS_CLIP: return isnan(x) ? x : fminf(fmaxf(x, lo), hi);
+    case GOPS_RELU: return x > 0.0f ? x : 0.0f;
+    case GOPS_EXP: return expf(x);
+    case GOPS_ABS: return fabsf(x);
+    case GOPS_RECIPROCAL: return 1.0f / x;
+    default: return x;
+    }
+}
+
+template <typename T, int OP>
+__global__ void go_unary_kernel(const T *x, T *y, int64_t n, float lo, float hi)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = gc_to<T>(go_un<OP>(gc_f(x[i]), lo, hi));
+}
+
+#define GO_UN_CASE(OPC)                                                                     \
+    case OPC: go_unary_kernel<T, OPC><<<g, 256, 0, s>>>(x, y, n, lo, hi); break;
+
+template <typename T>
+static graft_status go_unary_t(gops_unary_op op, const T *x, T *y, int64_t n, float lo, float hi, gcuda_stream s,
+                               graft_error *err)
+{
+    unsigned g = gc_blocks(n, 256);
+    switch (op) {
+        GO_UN_CASE(GOPS_NEG)
+        GO_UN_CASE(GOPS_SQRT)
+        GO_UN_CASE(GOPS_TANH)
+        GO_UN_CASE(GOPS_SIGMOID)
+        GO_UN_CASE(GOPS_GELU_ERF)
+        GO_UN_CASE(GOPS_GELU_TANH)
+        GO_UN_CASE(GOPS_CLIP)
+        GO_UN_CASE(GOPS_RELU)
+        GO_UN_CASE(GOPS_EXP)
+        GO_UN_CASE(GOPS_ABS)
+        GO_UN_CASE(GOPS_RECIPROCAL)
+        GO_UN_CASE(GOPS_IDENTITY)
+    default: return gcuda_errf(err, GRAFT_EINVAL, "gops_unary: op %d", (int)op);
+    }
+    GCUDA_CHECK_LAUNCH("go_unary_kernel");
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gops_unary(gops_unary_op op, int dtype, const void *x, void *y, int64_t n, float lo, float hi,
+                                   gcuda_stream s, graft_error *err)
+{
+    if (n <= 0) return GRAFT_OK;
+    GCUDA_DISPATCH(dtype, "gops_unary", return go_unary_t<T>(op, (const T *)x, (T *)y, n, lo, hi, s, err));
+    return GRAFT_OK;
+}
+
+template <typename S, typename D> __global__ void go_cast_kernel(const S *x, D *y, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = gc_to<D>(gc_f(x[i]));
+}
+
+template <typename S>
+static graft_status go_cast_from(int dst, const S *x, void *y, int64_t n, gcuda_stream s, graft_error *err)
+{
+    unsigned g = gc_blocks(n, 256);
+    GCUDA_DISPATCH(dst, "gops_cast", {
+        go_cast_kernel<S, T><<<g, 256, 0, s>>>(x, (T *)y, n);
+        GCUDA_CHECK_LAUNCH("go_cast_kernel");
+    });
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gops_cast(int src_dtype, int dst_dtype, const void *x, void *y, int64_t n, gcuda_stream s,
+                                  graft_error *err)
+{
+    if (n <= 0) return GRAFT_OK;
+    GCUDA_DISPATCH(src_dtype, "gops_cast", return go_cast_from<T>(dst_dtype, (const T *)x, y, n, s, err));
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ strided copy */
+
+template <typename E> __global__ void go_copy_kernel(gops_shape sh, const E *src, E *dst, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[2];
+        go_offsets<2>(sh, i, off);
+        dst[off[1]] = src[off[0]];
+    }
+}
+
+extern "C" graft_status gops_copy(size_t esize, const gops_shape *sh, const void *src, void *dst, gcuda_stream s,
+                                  graft_error *err)
+{
+    graft_status rc = go_check_shape(sh, "gops_copy", err);
+    if (rc) return rc;
+    int64_t n = go_numel(sh);
+    if (!n) return GRAFT_OK;
+    unsigned g = gc_blocks(n, 256);
+    switch (esize) {
+    case 1: go_copy_kernel<uint8_t><<<g, 256, 0, s>>>(*sh, (const uint8_t *)src, (uint8_t *)dst, n); break;
+    case 2: go_copy_kernel<uint16_t><<<g, 256, 0, s>>>(*sh, (const uint16_t *)src, (uint16_t *)dst, n); break;
+    case 4: go_copy_kernel<uint32_t><<<g, 256, 0, s>>>(*sh, (const uint32_t *)src, (uint32_t *)dst, n); break;
+    case 8: go_copy_kernel<uint64_t><<<g, 256, 0, s>>>(*sh, (const uint64_t *)src, (uint64_t *)dst, n); break;
+    default: return gcuda_errf(err, GRAFT_EINVAL, "gops_copy: element size %zu", esize);
+    }
+    GCUDA_CHECK_LAUNCH("go_copy_kernel");
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ reductions */
+
+template <typename T> __global__ void go_reduce_kernel(const T *x, T *y, int64_t dim, int mean)
+{
+    __shared__ float scratch[32];
+    const T *r = x + blockIdx.x * dim;
+    float acc = 0.0f;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) acc += gc_f(r[i]);
+    acc = gc_block_sum(acc, scratch);
+    if (threadIdx.x == 0) y[blockIdx.x] = gc_to<T>(mean ? acc / (float)dim : acc);
+}
+
+extern "C" graft_status gops_reduce_last(int dtype, const void *x, void *y, int64_t rows, int64_t dim, int mean,
+                                         gcuda_stream s, graft_error *err)
+{
+    if (rows <= 0) return GRAFT_OK;
+    if (rows > 0x7fffffffLL) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_reduce_last: %lld rows", (long long)rows);
+    GCUDA_DISPATCH(dtype, "gops_reduce_last", {
+        go_reduce_kernel<T><<<(unsigned)rows, 256, 0, s>>>((const T *)x, (T *)y, dim, mean);
+        GCUDA_CHECK_LAUNCH("go_reduce_kernel");
+    });
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ attention */
+
+#define GO_ATT_WARPS 4
+#define GO_ATT_MAXV 16 /* values per lane: vd <= 512 */
+
+template <typename T> __global__ void go_attn_kernel(gops_attn_args a)
+{
+    extern __shared__ float sm[];
+    float *qs = sm;                    /* [hd] */
+    float *part = sm + a.hd;           /* per warp: m, l, acc[vd] */
+    int64_t row = blockIdx.x;
+    int64_t i = row % a.Sq, bh = row / a.Sq, h = bh % a.Hq, b = bh / a.Hq;
+    int64_t kh = h / (a.Hq / a.Hkv);
+    int64_t Tb = a.T;
+    int64_t past = a.past;
+    if (a.kv_len) {
+        Tb = a.kv_len[b];
+        if (Tb > a.T) Tb = a.T;
+        past = Tb - a.Sq;
+    }
+    int64_t p = past + i;
+    const T *q = (const T *)a.q + b * a.qs[0] + h * a.qs[1] + i * a.qs[2];
+    for (int64_t d = threadIdx.x; d < a.hd; d += blockDim.x) qs[d] = gc_f(q[d]);
+    __syncthreads();
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const T *Kb = (const T *)a.k + b * a.ks[0] + kh * a.ks[1];
+    const T *Vb = (const T *)a.v + b * a.vs[0] + kh * a.vs[1];
+    float m = -INFINITY, l = 0.0f, acc[GO_ATT_MAXV];
+#pragma unroll
+    for (int k = 0; k < GO_ATT_MAXV; k++) acc[k] = 0.0f;
+    for (int64_t j = w; j < Tb; j += GO_ATT_WARPS) {
+        if (a.causal && j > p) continue;
+        if (a.window_left >= 0 && p - j > a.window_left) continue;
+        float bias = 0.0f;
+        if (a.mask_kind) {
+            if (j >= a.mlast) continue;
+            int64_t mo = b * a.ms[0] + h * a.ms[1] + i * a.ms[2] + j * a.ms[3];
+            if (a.mask_kind == 1) {
+                if (!((const uint8_t *)a.mask)[mo]) continue;
+            } else if (a.mask_kind == 2) {
+                bias = gc_f(((const T *)a.mask)[mo]);
+            } else {
+                bias = ((const float *)a.mask)[mo];
+            }
+        }
+        const T *kr = Kb + j * a.ks[2];
+        float dot = 0.0f;
+        for (int64_t d = lane; d < a.hd; d += 32) dot += qs[d] * gc_f(kr[d]);
+        dot = gc_warp_sum(dot);
+        float sc = dot * a.scale;
+        if (a.softcap > 0.0f) sc = a.softcap * tanhf(sc / a.softcap);
+        sc += bias;
+        if (isinf(sc) && sc < 0) continue;
+        float mn = fmaxf(m, sc);
+        float corr = m == -INFINITY ? 0.0f : expf(m - mn);
+        float pj = expf(sc - mn);
+        l = l * corr + pj;
+        const T *vr = Vb + j * a.vs[2];
+#pragma unroll
+        for (int k = 0; k < GO_ATT_MAXV; k++) {
+            int64_t d = lane + 32 * k;
+            if (d < a.vd) acc[k] = acc[k] * corr + pj * gc_f(vr[d]);
+        }
+        m = mn;
+    }
+    float *mine = part + w * (a.vd + 2);
+    if (lane == 0) {
+        mine[0] = m;
+        mine[1] = l;
+    }
+#pragma unroll
+    for (int k = 0; k < GO_ATT_MAXV; k++) {
+        int64_t d = lane + 32 * k;
+        if (d < a.vd) mine[2 + d] = acc[k];
+    }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int x = 0; x < GO_ATT_WARPS; x++) M = fmaxf(M, part[x * (a.vd + 2)]);
+    float L = 0.0f;
+    for (int x = 0; x < GO_ATT_WARPS; x++) {
+        float mx = part[x * (a.vd + 2)];
+        if (mx != -INFINITY) L += part[x * (a.vd + 2) + 1] * expf(mx - M);
+    }
+    T *y = (T *)a.y + b * a.ys[0] + h * a.ys[1] + i * a.ys[2];
+    for (int64_t d = threadIdx.x; d < a.vd; d += blockDim.x) {
+        float o = 0.0f;
+        if (L > 0.0f) {
+            for (int x = 0; x < GO_ATT_WARPS; x++) {
+                float mx = part[x * (a.vd + 2)];
+                if (mx != -INFINITY) o += part[x * (a.vd + 2) + 2 + d] * expf(mx - M);
+            }
+            o /= L;
+        }
+        y[d] = gc_to<T>(o);
+    }
+}
+
+extern "C" graft_status gops_attention(const gops_attn_args *a, gcuda_stream s, graft_error *err)
+{
+    if (a->Hkv <= 0 || a->Hq % a->Hkv || a->hd <= 0 || a->vd <= 0 || a->vd > 32 * GO_ATT_MAXV || a->hd > 4096)
+        return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_attention: heads %lld/%lld, head sizes %lld/%lld",
+                          (long long)a->Hq, (long long)a->Hkv, (long long)a->hd, (long long)a->vd);
+    int64_t rows = a->B * a->Hq * a->Sq;
+    if (rows <= 0) return GRAFT_OK;
+    if (rows > 0x7fffffffLL) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_attention: %lld rows", (long long)rows);
+    size_t smem = (size_t)(a->hd + GO_ATT_WARPS * (a->vd + 2)) * sizeof(float);
+    GCUDA_DISPATCH(a->dtype, "gops_attention", {
+        go_attn_kernel<T><<<(unsigned)rows, 32 * GO_ATT_WARPS, smem, s>>>(*a);
+        GCUDA_CHECK_LAUNCH("go_attn_kernel");
+    });
+    return GRAFT_OK;
+}
