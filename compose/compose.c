@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -138,7 +139,22 @@ typedef struct job {
     char *seeds[MAX_WIRES];
     size_t n_seeds;
     char input_ids[256];
+    /* notes of the side-files thread, printed after it is joined */
+    char deferred[2048];
 } job;
+
+/* A note from the side-files thread: kept until the main thread prints it. */
+static void jnote(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jnote(job *j, const char *fmt, ...)
+{
+    size_t used = strlen(j->deferred);
+    if (used + 2 >= sizeof j->deferred) return;
+    if (used) j->deferred[used++] = '\n';
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->deferred + used, sizeof j->deferred - used, fmt, ap);
+    va_end(ap);
+}
 
 /* Fuses the embedding graph into the decoder (see the file comment). */
 static graft_status fuse(job *j, cp_section *es, cp_section *ds, graft_error *err)
@@ -306,7 +322,7 @@ static graft_status copy_tokenizer(job *j, const char *tmp, graft_error *err)
         goto done;
     }
     if (lstat(tp, &st) != 0) {
-        note(j->o, "no tokenizer.json in %s: export has none", j->dir);
+        jnote(j, "no tokenizer.json in %s: export has none", j->dir);
         goto done;
     }
     if ((rc = cp_json_load(tp, &tok, err)) != GRAFT_OK) goto done;
@@ -315,7 +331,7 @@ static graft_status copy_tokenizer(job *j, const char *tmp, graft_error *err)
     if ((rc = cp_tokenizer_patch(tp, tok, cp, tcfg, j->cfg, j->o ? j->o->bos : GRAFT_BOS_AUTO, decision,
                                  sizeof decision, err)) != GRAFT_OK)
         goto done;
-    note(j->o, "%s", decision);
+    jnote(j, "%s", decision);
     rc = cp_json_write(out, tok, j->o && j->o->sync, err);
 done:
     json_decref(tok);
@@ -324,6 +340,35 @@ done:
     free(cp);
     free(out);
     return rc;
+}
+
+/* The files beside the model: tokenizer (patched for BOS) and the
+ * rewritten genai_config.json. Runs on its own thread during the copy. */
+typedef struct side_job {
+    job *j;
+    const char *tmp;
+    bool emb;
+    graft_status rc;
+    graft_error err;
+} side_job;
+
+static void *side_files(void *arg)
+{
+    side_job *sj = arg;
+    job *j = sj->j;
+    bool sync = j->o && j->o->sync;
+    sj->rc = copy_tokenizer(j, sj->tmp, &sj->err);
+    if (sj->rc != GRAFT_OK || !j->cfg) return NULL;
+    char *cfg_out = cp_join(sj->tmp, "genai_config.json");
+    if (!cfg_out) {
+        sj->rc = cp_err(&sj->err, GRAFT_ENOMEM, "out of memory");
+        return NULL;
+    }
+    sj->rc = cp_config_rewrite(j->cfg_path, j->cfg, "model.onnx", sj->emb ? j->input_ids : NULL, j->wired_keys,
+                               j->n_wired, &sj->err);
+    if (sj->rc == GRAFT_OK) sj->rc = cp_json_write(cfg_out, j->cfg, sync, &sj->err);
+    free(cfg_out);
+    return NULL;
 }
 
 graft_status graft_compose(const char *pipeline_dir, const char *out_dir, const graft_compose_opts *o,
@@ -445,19 +490,26 @@ graft_status graft_compose(const char *pipeline_dir, const char *out_dir, const 
     so.progress = o ? o->progress : NULL;
     so.progress_ctx = o ? o->ctx : NULL;
     so.no_sync = !(o && o->sync);
-    if ((rc = graft_model_save(j.dec, model_path, &so, err)) != GRAFT_OK) goto fail;
-    if ((rc = copy_tokenizer(&j, tmp, err)) != GRAFT_OK) goto fail;
-    if (j.cfg) {
-        char *cfg_out = cp_join(tmp, "genai_config.json");
-        if (!cfg_out) {
-            rc = cp_err(err, GRAFT_ENOMEM, "out of memory");
-            goto fail;
-        }
-        rc = cp_config_rewrite(j.cfg_path, j.cfg, "model.onnx", emb_file ? j.input_ids : NULL, j.wired_keys,
-                               j.n_wired, err);
-        if (rc == GRAFT_OK) rc = cp_json_write(cfg_out, j.cfg, o && o->sync, err);
-        free(cfg_out);
-        if (rc != GRAFT_OK) goto fail;
+    /* the tokenizer and the config are written on a second thread while
+     * this one copies the weights (a 262k-entry tokenizer.json takes
+     * about half a second to parse, patch and write) */
+    side_job sj = {.j = &j, .tmp = tmp, .emb = emb_file != NULL};
+    pthread_t side;
+    bool side_started = pthread_create(&side, NULL, side_files, &sj) == 0;
+    if (!side_started) side_files(&sj);
+    rc = graft_model_save(j.dec, model_path, &so, err);
+    if (side_started) pthread_join(side, NULL);
+    if (rc != GRAFT_OK) goto fail;
+    if (sj.rc != GRAFT_OK) {
+        rc = sj.rc;
+        if (err) *err = sj.err;
+        goto fail;
+    }
+    for (char *line = j.deferred, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        note(o, "%s", line);
+        if (!nl) break;
     }
     /* publish */
     if (lstat(out_dir, &st) == 0) {
