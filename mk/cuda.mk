@@ -16,7 +16,7 @@ all: $(CUDA_LIB) $(CUDA_TEST)
 
 $(CUDA_TEST): $(BUILD)/obj/tests/cuda/test_kernels.cu.o $(CUDA_LIB)
 	@mkdir -p $(@D)
-	$(NVCC) -arch=sm_90 -o $@ $< $(CUDA_LIB)
+	$(NVCC) -arch=sm_90 -o $@ $< $(CUDA_LIB) -lcublasLt -lcublas
 
 test-cuda: $(CUDA_TEST)
 	$(CUDA_TEST)

@@ -134,6 +134,83 @@ typedef struct gcuda_attn_decode_args {
 graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_error *err);
 graft_status gcuda_attn_decode(const gcuda_attn_decode_args *a, gcuda_stream s, graft_error *err);
 
+/* ------------------------------------------------------------ prefill attention, KV append */
+
+/* Appends S new key/value rows per sequence to the caches ([batch, kv_heads,
+ * max_seq, head_dim], the layout of gcuda_attn_decode): row s of sequence b
+ * goes to position past_lens[b] + s, read from device memory so one launch
+ * (or captured graph) serves every step; rows that would land at or past
+ * max_seq are dropped. The source rows are addressed by element strides, so
+ * [B,S,H,D] (S*H*D, H*D, D) and [B,H,S,D] (H*S*D, D, S*D) both work; the
+ * last axis is contiguous. k or v may be NULL (that cache is left alone).
+ * past_lens is not updated (the caller advances it). */
+typedef struct gcuda_kv_append_args {
+    int dtype;
+    int64_t batch, seq, kv_heads, head_dim, max_seq;
+    const void *k, *v;                    /* new rows */
+    int64_t stride_b, stride_s, stride_h; /* elements between rows of k and v */
+    void *k_cache, *v_cache;
+    const int32_t *past_lens;             /* device, [batch] */
+} gcuda_kv_append_args;
+
+graft_status gcuda_kv_append(const gcuda_kv_append_args *a, gcuda_stream s, graft_error *err);
+
+/* Causal attention for S query tokens per sequence against the KV cache of
+ * gcuda_attn_decode, the S new keys already written (gcuda_kv_append) at
+ * positions past .. past + S - 1, past = past_lens[b] read from device
+ * memory. Query token i sits at position p = past + i and sees the key at
+ * p - j for 0 <= j and (window_left < 0 or j <= window_left) (the window
+ * convention of gcuda_attn_decode). GQA: q_heads a multiple of kv_heads;
+ * head_dim a multiple of 8, at most 512. q and out are addressed by element
+ * strides (all three 0: contiguous [batch, S, q_heads, head_dim]); the last
+ * axis is contiguous. No workspace. Keys at or past max_seq do not exist
+ * (a query whose position is past the cache sees only the keys before
+ * max_seq; one that sees no key gets a zero row). */
+typedef struct gcuda_attn_prefill_args {
+    int dtype;
+    int64_t batch, seq, q_heads, kv_heads, head_dim, max_seq;
+    const void *q;
+    int64_t q_stride_b, q_stride_s, q_stride_h;
+    const void *k_cache;        /* [batch, kv_heads, max_seq, head_dim] */
+    const void *v_cache;        /* same */
+    const int32_t *past_lens;   /* device, [batch]: keys before the S new ones */
+    void *out;
+    int64_t o_stride_b, o_stride_s, o_stride_h;
+    float scale;                /* applied to q.k before the softcap */
+    float softcap;              /* > 0: s = softcap * tanh(s / softcap) */
+    int64_t window_left;        /* < 0: no window */
+} gcuda_attn_prefill_args;
+
+graft_status gcuda_attn_prefill(const gcuda_attn_prefill_args *a, gcuda_stream s, graft_error *err);
+
+/* ------------------------------------------------------------ MatMulNBits (4-bit) */
+
+/* com.microsoft MatMulNBits with bits = 4: Y[M, N] = A[M, K] . dequant(B)^T
+ * (+ bias), B packed [N, k_blocks, block_size / 2] uint8 (k_blocks =
+ * ceil(K / block_size), two codes a byte, low nibble first along K), the
+ * weight of (n, k) being (code - zero_point) * scale of block k / block_size
+ * of row n. scales [N * k_blocks] and bias [N] in dtype (the activation
+ * dtype). Zero points: NULL (8 for every block), packed uint4
+ * (zp_dtype GRAFT_DTYPE_UINT8, [N, ceil(k_blocks / 2)], low nibble for the
+ * even block) or one value a block in dtype (zp_dtype == dtype, [N * k_blocks]).
+ * block_size a power of two in 16..256. M == 1 takes a bandwidth-bound
+ * GEMV (B read once with 16-byte loads when B and its rows are 16-byte
+ * aligned); M > 1 a tiled kernel that dequantizes tiles of B into shared
+ * memory. Arithmetic in fp32. No workspace. */
+typedef struct gcuda_matmul_nbits_args {
+    int dtype;                  /* A, scales, bias, Y (and typed zero points) */
+    int64_t M, N, K, block_size;
+    const void *a;              /* [M, K] */
+    const uint8_t *b;           /* [N, k_blocks, block_size / 2] */
+    const void *scales;         /* [N * k_blocks] */
+    const void *zero_points;    /* NULL, or see zp_dtype */
+    int zp_dtype;               /* GRAFT_DTYPE_UINT8 (packed) or dtype */
+    const void *bias;           /* [N] or NULL */
+    void *y;                    /* [M, N] */
+} gcuda_matmul_nbits_args;
+
+graft_status gcuda_matmul_nbits(const gcuda_matmul_nbits_args *a, gcuda_stream s, graft_error *err);
+
 /* ------------------------------------------------------------ misc */
 
 /* Softmax over the last axis: rows x dim. y may alias x. */

@@ -14,5 +14,5 @@ for f in kernels/cuda/*.cu tests/cuda/test_kernels.cu; do
     pids="$pids $!"
 done
 for p in $pids; do wait "$p"; done
-$NVCC -arch=sm_90 -o "$out/test_kernels" "$out"/obj/*.o
+$NVCC -arch=sm_90 -o "$out/test_kernels" "$out"/obj/*.o -lcublasLt -lcublas
 echo "$out/test_kernels"

@@ -404,6 +404,186 @@ static void test_attn(int dt, const attn_case &c)
     release_all();
 }
 
+/* ------------------------------------------------------------ KV append + prefill attention */
+
+struct prefill_case {
+    int B, S, Hq, Hkv, hd, max_seq;
+    std::vector<int> past;
+    long long window_left;
+    float softcap, scale; /* scale 0: 1/sqrt(hd) */
+    int src_bhsd;         /* new K/V rows [B,Hkv,S,D] (else [B,S,Hkv,D]) */
+    int q_bhsd;           /* q and out [B,Hq,S,D] through strides (else contiguous [B,S,Hq,D]) */
+};
+
+static void test_prefill(int dt, const prefill_case &c)
+{
+    int G = c.Hq / c.Hkv;
+    float scale = c.scale > 0 ? c.scale : 1.0f / std::sqrt((float)c.hd);
+    size_t nq = (size_t)c.B * c.S * c.Hq * c.hd, nc = (size_t)c.B * c.Hkv * c.max_seq * c.hd;
+    size_t nn = (size_t)c.B * c.S * c.Hkv * c.hd;
+    auto q = rnd(dt, nq), K = rnd(dt, nc), V = rnd(dt, nc), nk = rnd(dt, nn), nv = rnd(dt, nn);
+    auto lo_of = [&](long long pos) { return c.window_left >= 0 ? std::max(0LL, pos - c.window_left) : 0LL; };
+    /* the expected cache after the append; keys no query sees are NaN (reading one shows in the output) */
+    std::vector<float> K2 = K, V2 = V;
+    long long ss = c.src_bhsd ? c.hd : (long long)c.Hkv * c.hd, shd = c.src_bhsd ? (long long)c.S * c.hd : c.hd;
+    long long sb = (long long)c.S * c.Hkv * c.hd;
+    for (int b = 0; b < c.B; b++) {
+        int P = c.past[b];
+        long long lo = lo_of(P);
+        for (int h = 0; h < c.Hkv; h++)
+            for (int j = 0; j < c.max_seq; j++) {
+                size_t row = (((size_t)b * c.Hkv + h) * c.max_seq + j) * c.hd;
+                bool fresh = j >= P && j < P + c.S, seen = j >= lo && j < P + c.S;
+                for (int d = 0; d < c.hd; d++) {
+                    if (!seen && !fresh) K[row + d] = V[row + d] = K2[row + d] = V2[row + d] = NAN;
+                    if (fresh) {
+                        size_t si = (size_t)(b * sb + (j - P) * ss + h * shd + d);
+                        K[row + d] = V[row + d] = NAN; /* not yet written */
+                        K2[row + d] = nk[si];
+                        V2[row + d] = nv[si];
+                    }
+                }
+            }
+    }
+    void *dq = dupload(dt, q), *dk = dupload(dt, K), *dv = dupload(dt, V), *dnk = dupload(dt, nk), *dnv = dupload(dt, nv);
+    void *dout = dpoisoned(dt, nq);
+    int32_t *dpast = (int32_t *)dalloc(c.B * sizeof(int32_t));
+    CK(gcuda_upload(dpast, c.past.data(), c.B * sizeof(int32_t), NULL, &E));
+    gcuda_kv_append_args ka;
+    memset(&ka, 0, sizeof ka);
+    ka.dtype = dt;
+    ka.batch = c.B, ka.seq = c.S, ka.kv_heads = c.Hkv, ka.head_dim = c.hd, ka.max_seq = c.max_seq;
+    ka.k = dnk, ka.v = dnv, ka.stride_b = sb, ka.stride_s = ss, ka.stride_h = shd;
+    ka.k_cache = dk, ka.v_cache = dv, ka.past_lens = dpast;
+    CK(gcuda_kv_append(&ka, NULL, &E));
+    std::string lens;
+    for (int L : c.past) lens += fmt("%s%d", lens.empty() ? "" : ",", L);
+    std::string sh0 = fmt("B%d S%d Hq%d Hkv%d hd%d past%s", c.B, c.S, c.Hq, c.Hkv, c.hd, lens.c_str());
+    {
+        /* the cache compared where the reference is finite (NaN rows must stay NaN: compare their count) */
+        auto gk = ddown(dt, dk, nc), gv = ddown(dt, dv, nc);
+        std::vector<float> g2;
+        std::vector<double> r2;
+        size_t nan_mismatch = 0;
+        for (size_t i = 0; i < nc; i++) {
+            if (std::isnan(K2[i])) {
+                nan_mismatch += !std::isnan(gk[i]) || !std::isnan(gv[i]);
+                continue;
+            }
+            g2.push_back(gk[i]), r2.push_back(K2[i]);
+            g2.push_back(gv[i]), r2.push_back(V2[i]);
+        }
+        if (nan_mismatch) g2.push_back(NAN), r2.push_back(0.0); /* a row written that must not be */
+        check("kv_append", sh0 + (c.src_bhsd ? " src BHSD" : " src BSHD"), dt, g2, r2);
+    }
+    gcuda_attn_prefill_args a;
+    memset(&a, 0, sizeof a);
+    a.dtype = dt;
+    a.batch = c.B, a.seq = c.S, a.q_heads = c.Hq, a.kv_heads = c.Hkv, a.head_dim = c.hd, a.max_seq = c.max_seq;
+    a.q = dq, a.k_cache = dk, a.v_cache = dv, a.past_lens = dpast, a.out = dout;
+    long long qsb = (long long)c.S * c.Hq * c.hd, qss = (long long)c.Hq * c.hd, qsh = c.hd;
+    if (c.q_bhsd) {
+        qss = c.hd, qsh = (long long)c.S * c.hd;
+        a.q_stride_b = a.o_stride_b = qsb, a.q_stride_s = a.o_stride_s = qss, a.q_stride_h = a.o_stride_h = qsh;
+    }
+    a.scale = scale, a.softcap = c.softcap, a.window_left = c.window_left;
+    CK(gcuda_attn_prefill(&a, NULL, &E));
+    auto got = ddown(dt, dout, nq);
+    std::vector<double> ref(nq, 0.0);
+    for (int b = 0; b < c.B; b++)
+        for (int t = 0; t < c.S; t++)
+            for (int qh = 0; qh < c.Hq; qh++) {
+                int kh = qh / G;
+                long long pos = (long long)c.past[b] + t, lo = lo_of(pos), hi = std::min<long long>(pos, c.max_seq - 1);
+                size_t qo = (size_t)(b * qsb + t * qss + qh * qsh);
+                const float *qr = &q[qo];
+                std::vector<double> sc;
+                double m = -INFINITY;
+                for (long long j = lo; j <= hi; j++) {
+                    const float *kr = &K2[(((size_t)b * c.Hkv + kh) * c.max_seq + j) * c.hd];
+                    double d = 0;
+                    for (int i = 0; i < c.hd; i++) d += (double)qr[i] * kr[i];
+                    d *= scale;
+                    if (c.softcap > 0) d = c.softcap * std::tanh(d / c.softcap);
+                    sc.push_back(d);
+                    m = std::max(m, d);
+                }
+                double sum = 0;
+                for (auto &e : sc) sum += (e = std::exp(e - m));
+                double *o = &ref[qo];
+                for (size_t u = 0; u < sc.size(); u++) {
+                    const float *vr = &V2[(((size_t)b * c.Hkv + kh) * c.max_seq + lo + u) * c.hd];
+                    for (int i = 0; i < c.hd; i++) o[i] += sc[u] / sum * vr[i];
+                }
+            }
+    std::string sh = sh0;
+    if (c.window_left >= 0) sh += fmt(" win%lld", c.window_left);
+    if (c.softcap > 0) sh += fmt(" cap%g", c.softcap);
+    if (c.q_bhsd) sh += " q BHSD";
+    check("attn_prefill", sh, dt, got, ref);
+    release_all();
+}
+
+/* ------------------------------------------------------------ MatMulNBits */
+
+struct nbits_case {
+    int M, N, K, block;
+    int zp;   /* 0 none, 1 packed uint4, 2 typed (dtype) */
+    int bias;
+    int misalign; /* B placed 8 bytes past a 16-byte boundary */
+};
+
+static void test_nbits(int dt, const nbits_case &c)
+{
+    int kb = (c.K + c.block - 1) / c.block, blob = c.block / 2, zpw = (kb + 1) / 2;
+    std::mt19937 g(g_seed++);
+    std::vector<uint8_t> B((size_t)c.N * kb * blob), zp8((size_t)c.N * zpw);
+    for (auto &v : B) v = (uint8_t)(g() & 0xff);
+    for (auto &v : zp8) v = (uint8_t)(g() & 0xff);
+    auto A = rnd(dt, (size_t)c.M * c.K), S = rnd(dt, (size_t)c.N * kb, 0.01f, 0.1f), bias = rnd(dt, c.N);
+    std::vector<float> zt((size_t)c.N * kb);
+    for (auto &z : zt) z = round_to(dt, (float)(g() % 64) / 4.0f); /* 0 .. 15.75, fractional */
+    void *dA = dupload(dt, A), *dS = dupload(dt, S), *dbias = c.bias ? dupload(dt, bias) : NULL;
+    void *dz = NULL;
+    if (c.zp == 1) {
+        dz = dalloc(zp8.size());
+        CK(gcuda_upload(dz, zp8.data(), zp8.size(), NULL, &E));
+    } else if (c.zp == 2) {
+        dz = dupload(dt, zt);
+    }
+    uint8_t *dBbase = (uint8_t *)dalloc(B.size() + 16), *dB = dBbase + (c.misalign ? 8 : 0);
+    CK(gcuda_upload(dB, B.data(), B.size(), NULL, &E));
+    void *dY = dpoisoned(dt, (size_t)c.M * c.N);
+    gcuda_matmul_nbits_args a;
+    memset(&a, 0, sizeof a);
+    a.dtype = dt;
+    a.M = c.M, a.N = c.N, a.K = c.K, a.block_size = c.block;
+    a.a = dA, a.b = dB, a.scales = dS, a.zero_points = dz, a.zp_dtype = c.zp == 1 ? GRAFT_DTYPE_UINT8 : dt;
+    a.bias = dbias, a.y = dY;
+    CK(gcuda_matmul_nbits(&a, NULL, &E));
+    auto got = ddown(dt, dY, (size_t)c.M * c.N);
+    std::vector<double> ref((size_t)c.M * c.N, 0.0), w(c.K);
+    for (int n = 0; n < c.N; n++) {
+        for (int k = 0; k < c.K; k++) {
+            int blk = k / c.block;
+            unsigned q = (B[((size_t)n * kb + blk) * blob + (k % c.block) / 2] >> (4 * (k & 1))) & 15u;
+            double z = c.zp == 1 ? (double)((zp8[(size_t)n * zpw + blk / 2] >> (4 * (blk & 1))) & 15u)
+                       : c.zp == 2 ? (double)zt[(size_t)n * kb + blk] : 8.0;
+            w[k] = ((double)q - z) * S[(size_t)n * kb + blk];
+        }
+        for (int m = 0; m < c.M; m++) {
+            double acc = c.bias ? bias[n] : 0.0;
+            for (int k = 0; k < c.K; k++) acc += (double)A[(size_t)m * c.K + k] * w[k];
+            ref[(size_t)m * c.N + n] = acc;
+        }
+    }
+    const char *zn[] = {"zp8", "zp packed", "zp typed"};
+    check("matmul_nbits", fmt("M%d N%d K%d blk%d %s%s%s", c.M, c.N, c.K, c.block, zn[c.zp], c.bias ? " +bias" : "",
+                              c.misalign ? " B+8" : ""),
+          dt, got, ref);
+    release_all();
+}
+
 /* ------------------------------------------------------------ softmax, binary, gather */
 
 static void test_softmax(int dt, int rows, int dim)
@@ -602,10 +782,87 @@ static void bench(void)
             release_all();
         }
     }
+    /* MatMulNBits GEMV (M = 1, block 32, packed zero points): bytes = codes + scales + zero points + x + y */
+    int nb_shapes[][2] = {{1536, 8960}, {8960, 1536}, {1536, 2048}, {4096, 4096}, {1536, 262144}};
+    for (int dt : DTYPES) {
+        size_t es = gcuda_dtype_size(dt);
+        for (auto &sh : nb_shapes) {
+            int K = sh[0], N = sh[1], blk = 32, kb = (K + blk - 1) / blk;
+            size_t bb = (size_t)N * kb * blk / 2, sb = (size_t)N * kb * es, zb = (size_t)N * ((kb + 1) / 2);
+            size_t per = bb + sb + zb;
+            int copies = (int)std::max<size_t>(1, (rot_bytes + per - 1) / per);
+            if (copies > 64) copies = 64;
+            std::vector<void *> Bq(copies), Sc(copies), Zp(copies);
+            for (int i = 0; i < copies; i++) {
+                Bq[i] = dalloc(bb);
+                Sc[i] = dalloc(sb);
+                Zp[i] = dalloc(zb);
+                dinit(GRAFT_DTYPE_FLOAT, Bq[i], bb / 4, 300u + i); /* any bits */
+                dinit(dt, Sc[i], (size_t)N * kb, 400u + i);
+                CUCK(cudaMemset(Zp[i], 0x88, zb));
+            }
+            void *x = dalloc((size_t)K * es), *y = dalloc((size_t)N * es);
+            dinit(dt, x, K, 5u);
+            gcuda_matmul_nbits_args a;
+            memset(&a, 0, sizeof a);
+            a.dtype = dt, a.M = 1, a.N = N, a.K = K, a.block_size = blk, a.a = x, a.y = y;
+            a.zp_dtype = GRAFT_DTYPE_UINT8;
+            double us = time_us([&](int i) {
+                gcuda_matmul_nbits_args b = a;
+                b.b = (const uint8_t *)Bq[i % copies], b.scales = Sc[i % copies], b.zero_points = Zp[i % copies];
+                CK(gcuda_matmul_nbits(&b, NULL, &E));
+            });
+            double bytes = (double)per + (double)(K + N) * es;
+            double gbs = bytes / (us * 1e-6) / 1e9;
+            rows.push_back({"matmul_nbits", fmt("M1 K%d N%d blk32", K, N), dt, us, gbs, gbs / copy_gbs});
+            release_all();
+        }
+    }
     printf("\n| kernel | shape | dtype | us | GB/s | of copy BW |\n|---|---|---|---:|---:|---:|\n");
     for (auto &r : rows)
         printf("| %s | %s | %s | %.2f | %.0f | %.0f%% |\n", r.kernel.c_str(), r.shape.c_str(), dname(r.dt), r.us,
                r.gbs, 100.0 * r.frac);
+
+    /* compute-bound ones: TFLOP/s (causal: the visible (query, key) pairs) */
+    printf("\n| kernel | shape | dtype | us | TFLOP/s |\n|---|---|---|---:|---:|\n");
+    struct {
+        int S, Hq, Hkv, hd;
+        long long win;
+    } pcases[] = {{2048, 8, 1, 256, 511}, {2048, 8, 1, 512, -1}, {2048, 32, 8, 128, -1}};
+    for (int dt : DTYPES) {
+        size_t es = gcuda_dtype_size(dt);
+        for (auto &c : pcases) {
+            size_t nc = (size_t)c.Hkv * c.S * c.hd, nq = (size_t)c.S * c.Hq * c.hd;
+            void *K = dalloc(nc * es), *V = dalloc(nc * es), *q = dalloc(nq * es), *o = dalloc(nq * es);
+            dinit(dt, K, nc, 1u), dinit(dt, V, nc, 2u), dinit(dt, q, nq, 3u);
+            int32_t *dp = (int32_t *)dalloc(sizeof(int32_t));
+            CK(gcuda_memset(dp, 0, sizeof(int32_t), NULL, &E));
+            gcuda_attn_prefill_args a;
+            memset(&a, 0, sizeof a);
+            a.dtype = dt, a.batch = 1, a.seq = c.S, a.q_heads = c.Hq, a.kv_heads = c.Hkv, a.head_dim = c.hd;
+            a.max_seq = c.S, a.q = q, a.k_cache = K, a.v_cache = V, a.past_lens = dp, a.out = o;
+            a.scale = 1.0f / std::sqrt((float)c.hd), a.window_left = c.win;
+            double us = time_us([&](int) { CK(gcuda_attn_prefill(&a, NULL, &E)); }, 5, 5);
+            double pairs = 0;
+            for (long long t = 0; t < c.S; t++) pairs += c.win >= 0 ? std::min<long long>(t + 1, c.win + 1) : t + 1;
+            double fl = 4.0 * pairs * c.hd * c.Hq;
+            printf("| attn_prefill | S%d Hq%d Hkv%d hd%d%s | %s | %.1f | %.2f |\n", c.S, c.Hq, c.Hkv, c.hd,
+                   c.win >= 0 ? fmt(" win%lld", c.win).c_str() : "", dname(dt), us, fl / (us * 1e-6) / 1e12);
+            release_all();
+        }
+        int M = 512, N = 8960, K = 1536, blk = 32, kb = K / blk;
+        void *Bq = dalloc((size_t)N * K / 2), *Sc = dalloc((size_t)N * kb * es), *x = dalloc((size_t)M * K * es);
+        void *y = dalloc((size_t)M * N * es);
+        dinit(GRAFT_DTYPE_FLOAT, Bq, (size_t)N * K / 8, 7u), dinit(dt, Sc, (size_t)N * kb, 8u), dinit(dt, x, (size_t)M * K, 9u);
+        gcuda_matmul_nbits_args a;
+        memset(&a, 0, sizeof a);
+        a.dtype = dt, a.M = M, a.N = N, a.K = K, a.block_size = blk, a.a = x, a.b = (const uint8_t *)Bq;
+        a.scales = Sc, a.y = y;
+        double us = time_us([&](int) { CK(gcuda_matmul_nbits(&a, NULL, &E)); }, 5, 5);
+        printf("| matmul_nbits | M%d K%d N%d blk32 | %s | %.1f | %.2f |\n", M, K, N, dname(dt), us,
+               2.0 * M * N * K / (us * 1e-6) / 1e12);
+        release_all();
+    }
 }
 
 /* ------------------------------------------------------------ main */
@@ -681,6 +938,38 @@ int main(int argc, char **argv)
                 test_attn(dt, c);
             }
         }
+
+        std::vector<prefill_case> pc = {
+            {1, 37, 8, 1, 256, 600, {0}, -1, 0, 0, 0, 0},
+            {1, 70, 8, 1, 256, 800, {500}, 511, 0, 0, 1, 0},
+            {1, 40, 8, 1, 512, 300, {200}, -1, 0, 0, 0, 1},
+            {2, 50, 32, 8, 64, 256, {0, 170}, -1, 0, 0, 0, 0},
+            {2, 33, 16, 16, 128, 128, {95, 10}, -1, 5.0f, 1.0f, 1, 1},
+            {1, 64, 12, 1, 64, 512, {100}, 20, 2.0f, 0.5f, 0, 0},
+            {1, 19, 6, 2, 80, 100, {7}, -1, 0, 0, 0, 0},
+            {1, 1, 8, 2, 256, 64, {30}, 10, 0, 0, 0, 0},
+        };
+        if (quick) pc = {pc[1], pc[2], pc[4], pc[6], pc[7]};
+        for (auto &c : pc) {
+            if (quick && c.max_seq > 300) {
+                prefill_case s = c; /* sanitizer runs: short sequences */
+                s.max_seq = 300;
+                for (auto &P : s.past) P = std::min(P, 300 - s.S);
+                test_prefill(dt, s);
+            } else {
+                test_prefill(dt, c);
+            }
+        }
+
+        std::vector<nbits_case> nc = {
+            {1, 1536, 1536, 32, 0, 0, 0},  {1, 2048, 1536, 32, 1, 1, 0}, {1, 300, 8960, 128, 0, 0, 0},
+            {1, 77, 1000, 16, 1, 0, 0},    {1, 64, 272, 16, 2, 1, 0},    {1, 100, 4096, 256, 2, 0, 0},
+            {1, 129, 1536, 64, 1, 0, 1},   {1, 40, 100, 64, 0, 1, 0},    {5, 300, 1536, 32, 1, 1, 0},
+            {70, 130, 1000, 16, 2, 0, 0},  {3, 64, 4096, 128, 0, 0, 1},  {128, 256, 512, 32, 1, 1, 0}, {1, 96, 512, 16, 2, 0, 0},
+            {1, 200, 1024, 16, 1, 1, 0},
+        };
+        if (!quick) nc.push_back({1, 8960, 1536, 32, 1, 0, 0});
+        for (auto &c : nc) test_nbits(dt, c);
 
         test_softmax(dt, 4, 1000);
         test_softmax(dt, 2, 32);
