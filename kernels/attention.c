@@ -6,6 +6,11 @@
  * of values. KV caches are concatenated into the present outputs. */
 #include <math.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ATT_X86 1
+#endif
+
 #include "kernels/gemm.h"
 #include "kernels/kcommon.h"
 
@@ -14,6 +19,12 @@
 typedef struct att_core att_core;
 /* Fills bias[0, T) for query row i of (batch b, query head h). */
 typedef void (*att_bias_fn)(const att_core *c, int64_t b, int64_t h, int64_t i, float *bias);
+/* The visible keys of query row i as one interval [*lo, *hi) of the row's
+ * T keys, when the bias row is exactly 0 there and masks every other key
+ * (so that the softmax gives the others weight 0): returns 1; returns 0
+ * when the row needs the general bias row. */
+typedef int (*att_range_fn)(const att_core *c, int64_t b, int64_t h, int64_t i, int64_t T, int64_t *lo,
+                            int64_t *hi);
 
 struct att_core {
     int64_t B, Hq, Hkv, Sq, T, hd, vd;
@@ -23,11 +34,13 @@ struct att_core {
     float *Y;
     float scale, softcap;
     att_bias_fn bias;
+    att_range_fn range; /* or NULL: always the bias row */
     const void *ctx;
     const float *sink; /* per query head, added to the softmax denominator; NULL: none */
     float *qk;         /* [B, Hq, Sq, T] or NULL */
     int qk_mode;       /* 0/1: scaled (softcapped) QK, 2: + bias, 3: probabilities */
     int zero_masked;   /* a row whose bias is all -inf outputs zeros */
+    _Atomic int nomem; /* set by a task whose scratch could not be allocated */
 };
 
 static _Thread_local k_buf tl_rows;
@@ -36,22 +49,209 @@ static _Thread_local k_buf tl_blk;
 
 #define ATT_QB 32 /* query rows per block of the GEMM form */
 
+#ifdef ATT_X86
+/* e^x for four doubles, |relative error| < 1e-14 for x in [-200, 100]
+ * (clamped there): x = k ln2 + r, |r| <= ln2/2, e^r by its Taylor series
+ * to r^11, times 2^k through the exponent bits. Rounded to float, this is
+ * the correctly rounded expf except when e^x lies within 1e-14 of a
+ * rounding boundary, so it agrees with libm's expf (itself within 0.502
+ * ulp) on all but a tiny fraction of inputs. NaN stays NaN. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256d att_exp4d(__m256d x)
+{
+    x = _mm256_max_pd(_mm256_set1_pd(-200.0), x); /* NaN: the second operand, kept */
+    x = _mm256_min_pd(_mm256_set1_pd(100.0), x);
+    __m256d k = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634074)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* ln 2 in two parts: k * hi is exact for |k| < 2^11 */
+    __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm256_fnmadd_pd(k, _mm256_set1_pd(1.90821492927058770002e-10), r);
+    __m256d p = _mm256_set1_pd(1.0 / 39916800.0);
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 3628800.0));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 362880.0));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 40320.0));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 5040.0));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 720.0));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 120.0));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 24.0));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 6.0));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(0.5));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0));
+    __m256i ki = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k));
+    __m256i bits = _mm256_slli_epi64(_mm256_add_epi64(ki, _mm256_set1_epi64x(1023)), 52);
+    return _mm256_mul_pd(p, _mm256_castsi256_pd(bits));
+}
+
+/* s[j] = expf(s[j] - m) (as att_exp4d rounded to float) for j in [0, n);
+ * returns the sum of the stored values in double. */
+__attribute__((target("avx2,fma"))) static double att_exp_row_avx2(float *s, int64_t n, float m)
+{
+    __m256 vm = _mm256_set1_ps(m);
+    __m256d acc = _mm256_setzero_pd(), acc2 = _mm256_setzero_pd();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) { /* two independent chains */
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(s + j), vm);
+        __m128 e0 = _mm256_cvtpd_ps(att_exp4d(_mm256_cvtps_pd(_mm256_castps256_ps128(d))));
+        __m128 e1 = _mm256_cvtpd_ps(att_exp4d(_mm256_cvtps_pd(_mm256_extractf128_ps(d, 1))));
+        _mm_storeu_ps(s + j, e0);
+        _mm_storeu_ps(s + j + 4, e1);
+        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(e0));
+        acc2 = _mm256_add_pd(acc2, _mm256_cvtps_pd(e1));
+    }
+    acc = _mm256_add_pd(acc, acc2);
+    for (; j + 4 <= n; j += 4) {
+        __m128 d = _mm_sub_ps(_mm_loadu_ps(s + j), _mm256_castps256_ps128(vm));
+        __m128 e = _mm256_cvtpd_ps(att_exp4d(_mm256_cvtps_pd(d)));
+        _mm_storeu_ps(s + j, e);
+        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(e));
+    }
+    if (j < n) {
+        float t[4] = {-1000.0f, -1000.0f, -1000.0f, -1000.0f}; /* e^-1000: 0 */
+        for (int64_t x = j; x < n; x++) t[x - j] = s[x] - m;
+        __m128 e = _mm256_cvtpd_ps(att_exp4d(_mm256_cvtps_pd(_mm_loadu_ps(t))));
+        _mm_storeu_ps(t, e);
+        for (int64_t x = j; x < n; x++) s[x] = t[x - j];
+        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(e));
+    }
+    double q[4];
+    _mm256_storeu_pd(q, acc);
+    return (q[0] + q[1]) + (q[2] + q[3]);
+}
+#endif
+
+#ifdef ATT_X86
+/* s[j] *= scale for j in [0, n); returns the max of the results (-inf when n is 0) */
+__attribute__((target("avx2,fma"))) static float att_scale_max_avx2(float *s, int64_t n, float scale)
+{
+    __m256 vs = _mm256_set1_ps(scale), mx = _mm256_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), vs);
+        _mm256_storeu_ps(s + j, v);
+        mx = _mm256_max_ps(v, mx); /* v > mx ? v : mx, NaN ignored as in the scalar form */
+    }
+    float t[8], m = -INFINITY;
+    _mm256_storeu_ps(t, mx);
+    for (int k = 0; k < 8; k++) m = t[k] > m ? t[k] : m;
+    for (; j < n; j++) {
+        s[j] *= scale;
+        m = s[j] > m ? s[j] : m;
+    }
+    return m;
+}
+
+__attribute__((target("avx2,fma"))) static void att_mul_avx2(float *s, int64_t n, float a)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), va));
+    for (; j < n; j++) s[j] *= a;
+}
+#endif
+
+/* One query row whose visible keys are s[0, n) (scores already in s):
+ * scale, softcap, softmax against the optional sink, in place. Same
+ * arithmetic per element as the bias-row form (the bias is 0 here). */
+static void att_softmax_span(const att_core *c, int64_t h, float *s, int64_t n)
+{
+    float mx = -INFINITY;
+#ifdef ATT_X86
+    int simd = k_have_avx2();
+#else
+    int simd = 0;
+#endif
+    if (c->softcap > 0 || !simd) {
+        for (int64_t j = 0; j < n; j++) s[j] *= c->scale;
+        if (c->softcap > 0)
+            for (int64_t j = 0; j < n; j++) s[j] = c->softcap * tanhf(s[j] / c->softcap);
+        for (int64_t j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    } else {
+#ifdef ATT_X86
+        mx = att_scale_max_avx2(s, n, c->scale);
+#endif
+    }
+    float sk = c->sink ? c->sink[h] : -INFINITY;
+    float m = mx > sk ? mx : sk;
+    if (isinf(m) && m < 0) m = 0;
+    double sum = 0;
+#ifdef ATT_X86
+    if (simd) {
+        sum = att_exp_row_avx2(s, n, m);
+    } else
+#endif
+    {
+        for (int64_t j = 0; j < n; j++) {
+            float e = expf(s[j] - m);
+            s[j] = e;
+            sum += e;
+        }
+    }
+    if (c->sink) sum += expf(sk - m);
+    float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+#ifdef ATT_X86
+    if (simd) {
+        att_mul_avx2(s, n, inv);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < n; j++) s[j] *= inv;
+}
+
+/* The blocked form when every row of the block is an interval of keys
+ * (c->range): no bias rows, scores only over each row's interval, the
+ * rest of the row zero. Returns 0 (nothing written) when some row is not
+ * an interval. */
+static int att_block_ranged(att_core *c, int64_t b, int64_t h, int64_t T, int64_t i0, int64_t rows, float *S,
+                            int64_t ldS, const float *Kb, const float *Vb)
+{
+    int64_t lo[ATT_QB], hi[ATT_QB], jend = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        if (!c->range(c, b, h, i0 + r, T, &lo[r], &hi[r])) return 0;
+        if (hi[r] > jend) jend = hi[r];
+    }
+    const float *q = c->Q + b * c->qs[0] + h * c->qs[1] + i0 * c->qs[2];
+    float *y = c->Y + b * c->ys[0] + h * c->ys[1] + i0 * c->ys[2];
+    for (int64_t r = 0; r < rows; r++) {
+        float *s = S + r * ldS;
+        int64_t a = lo[r], e = hi[r];
+        for (int64_t j = 0; j < a; j++) s[j] = 0.0f;
+        if (e > a) {
+            /* k_dots: k_dot's sums bit for bit (the fp32 fixtures' logit
+             * tolerance is tight) */
+            k_dots(q + r * c->qs[2], Kb + a * c->ks[2], c->ks[2], e - a, c->hd, s + a);
+            att_softmax_span(c, h, s + a, e - a);
+        }
+        for (int64_t j = e > a ? e : a; j < jend; j++) s[j] = 0.0f;
+    }
+    if (jend > 0) {
+        if (k_sgemm(0, 0, rows, c->vd, jend, 1.0f, S, ldS, Vb, c->vs[2], 0.0f, y, c->ys[2])) c->nomem = 1;
+    } else {
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t x = 0; x < c->vd; x++) y[r * c->ys[2] + x] = 0.0f;
+    }
+    return 1;
+}
+
 /* The GEMM form of att_task for many query rows and no QK output: per
  * block of ATT_QB rows, S = scale * Q K^T over the keys up to the last one
  * any row of the block sees (causal blocks skip the rest), bias, softmax
  * into P in place, Y = P V. Same arithmetic per element as the row form
  * up to the order of the sums inside the two products. */
-static void att_task_blocked(const att_core *c, int64_t b, int64_t h)
+static void att_task_blocked(att_core *c, int64_t b, int64_t h)
 {
     int64_t kh = h / (c->Hq / c->Hkv);
     int64_t T = c->Tb ? c->Tb[b] : c->T, ldS = c->T + 1;
     float *buf = k_buf_get(&tl_blk, (size_t)(2 * ATT_QB * ldS) * sizeof(float));
-    RT_ASSERT(buf);
+    if (!buf) {
+        c->nomem = 1;
+        return;
+    }
     float *S = buf, *bias = buf + ATT_QB * ldS;
     const float *Kb = c->K + b * c->ks[0] + kh * c->ks[1], *Vb = c->V + b * c->vs[0] + kh * c->vs[1];
     float sk = c->sink ? c->sink[h] : -INFINITY;
     for (int64_t i0 = 0; i0 < c->Sq; i0 += ATT_QB) {
         int64_t rows = c->Sq - i0 < ATT_QB ? c->Sq - i0 : ATT_QB, jend = 0;
+        if (c->range && att_block_ranged(c, b, h, T, i0, rows, S, ldS, Kb, Vb)) continue;
         for (int64_t r = 0; r < rows; r++) {
             float *bi = bias + r * ldS;
             for (int64_t j = 0; j < T; j++) bi[j] = 0.0f;
@@ -107,7 +307,7 @@ static void att_task_blocked(const att_core *c, int64_t b, int64_t h)
             for (int64_t j = 0; j < jend; j++) s[j] *= inv;
         }
         if (jend > 0) {
-            k_sgemm(0, 0, rows, c->vd, jend, 1.0f, S, ldS, Vb, c->vs[2], 0.0f, y, c->ys[2]);
+            if (k_sgemm(0, 0, rows, c->vd, jend, 1.0f, S, ldS, Vb, c->vs[2], 0.0f, y, c->ys[2])) c->nomem = 1;
         } else {
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t x = 0; x < c->vd; x++) y[r * c->ys[2] + x] = 0.0f;
@@ -117,7 +317,7 @@ static void att_task_blocked(const att_core *c, int64_t b, int64_t h)
 
 static void att_task(void *ctx, int64_t t)
 {
-    const att_core *c = ctx;
+    att_core *c = ctx;
     int64_t b = t / c->Hq, h = t % c->Hq, kh = h / (c->Hq / c->Hkv);
     if (!c->qk && c->Sq >= 2) {
         att_task_blocked(c, b, h);
@@ -125,7 +325,10 @@ static void att_task(void *ctx, int64_t t)
     }
     int64_t T = c->Tb ? c->Tb[b] : c->T;
     float *rows = k_buf_get(&tl_rows, (size_t)(2 * c->T + 2) * sizeof(float));
-    RT_ASSERT(rows);
+    if (!rows) {
+        c->nomem = 1;
+        return;
+    }
     float *bias = rows, *s = rows + c->T + 1;
     const float *Kb = c->K + b * c->ks[0] + kh * c->ks[1], *Vb = c->V + b * c->vs[0] + kh * c->vs[1];
     for (int64_t i = 0; i < c->Sq; i++) {
@@ -178,14 +381,19 @@ static void att_task(void *ctx, int64_t t)
     }
 }
 
-static void att_run_core(const att_core *c)
+/* Runs the core; GRAFT_ENOMEM (with err set for node n) when a task's
+ * scratch could not be allocated. */
+static graft_status att_run_core(att_core *c, rt_node *n, graft_error *err)
 {
     double work = (double)c->B * c->Hq * c->Sq * c->T * (c->hd + c->vd);
+    c->nomem = 0;
     if (work < 32768) {
-        for (int64_t t = 0; t < c->B * c->Hq; t++) att_task((void *)c, t);
+        for (int64_t t = 0; t < c->B * c->Hq; t++) att_task(c, t);
     } else {
-        k_parallel_for(c->B * c->Hq, att_task, (void *)c);
+        k_parallel_for(c->B * c->Hq, att_task, c);
     }
+    if (c->nomem) return rt_err(n, err, GRAFT_ENOMEM, "out of memory for attention scratch");
+    return GRAFT_OK;
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -245,6 +453,42 @@ static void onnx_att_bias(const att_core *c, int64_t b, int64_t h, int64_t i, fl
         if (x->right >= 0 && j - p > x->right) bias[j] = -INFINITY;
         if (x->nonpad && j >= x->nonpad[b]) bias[j] = -INFINITY;
     }
+}
+
+/* The row as one interval (see att_range_fn): causal, window and nonpad
+ * limits by index; a mask row must be visible (true, or 0.0) on one run
+ * of keys and masked (false, -inf, or a float mask value <= -1e30, whose
+ * softmax weight is exactly 0 next to a visible key) elsewhere. */
+static int onnx_att_range(const att_core *c, int64_t b, int64_t h, int64_t i, int64_t T, int64_t *plo, int64_t *phi)
+{
+    const onnx_att_ctx *x = c->ctx;
+    int64_t p = (x->nonpad ? x->nonpad[b] - c->Sq : x->offset) + i, lo = 0, hi = T;
+    if (x->causal && hi > p + 1) hi = p + 1;
+    if (x->left >= 0 && lo < p - x->left) lo = p - x->left;
+    if (x->right >= 0 && hi > p + x->right + 1) hi = p + x->right + 1;
+    if (x->nonpad && hi > x->nonpad[b]) hi = x->nonpad[b];
+    if (x->mask) {
+        if (hi > x->mlast) hi = x->mlast;
+        int64_t base = b * x->ms[0] + h * x->ms[1] + i * x->ms[2], st = x->ms[3];
+        if (x->mask_bool) {
+            const uint8_t *m = (const uint8_t *)x->mask + base;
+            while (lo < hi && !m[lo * st]) lo++;
+            while (hi > lo && !m[(hi - 1) * st]) hi--;
+            for (int64_t j = lo; j < hi; j++)
+                if (!m[j * st]) return 0;
+        } else {
+            const float *m = (const float *)x->mask + base;
+            while (lo < hi && m[lo * st] <= -1e30f) lo++;
+            while (hi > lo && m[(hi - 1) * st] <= -1e30f) hi--;
+            if (hi <= lo) return 0; /* a row of finite mask values is not all-zero weights */
+            for (int64_t j = lo; j < hi; j++)
+                if (m[j * st] != 0.0f) return 0;
+        }
+    }
+    if (lo < 0) lo = 0;
+    if (hi < lo) hi = lo;
+    *plo = lo, *phi = hi;
+    return 1;
 }
 
 static graft_status attention_run(rt_node *n, graft_error *err)
@@ -395,6 +639,7 @@ static graft_status attention_run(rt_node *n, graft_error *err)
         }
     }
     c.bias = onnx_att_bias;
+    c.range = onnx_att_range;
     c.ctx = &x;
     float *QK = NULL;
     if (qko) {
@@ -403,7 +648,7 @@ static graft_status attention_run(rt_node *n, graft_error *err)
         c.qk = QK;
         c.qk_mode = (int)rt_attr_int(n, "qk_matmul_output_mode", 0);
     }
-    att_run_core(&c);
+    if (att_run_core(&c, n, err) != GRAFT_OK) return err->code;
     if (Y != yo->data) k_from_f32(yo->dtype, Y, yo->data, (size_t)yo->numel);
     if (qko && QK != qko->data) k_from_f32(qko->dtype, QK, qko->data, (size_t)qko->numel);
     return GRAFT_OK;
@@ -463,6 +708,16 @@ static void gqa_bias(const att_core *c, int64_t b, int64_t h, int64_t i, float *
             bias[j] = x->abias[b * x->as[0] + h * x->as[1] + i * x->as[2] + j * x->as[3]];
         }
     }
+}
+
+static int gqa_range(const att_core *c, int64_t b, int64_t h, int64_t i, int64_t T, int64_t *lo, int64_t *hi)
+{
+    const gqa_ctx *x = c->ctx;
+    int64_t p = x->past[b] + i;
+    *hi = p + 1 < T ? p + 1 : T;
+    *lo = x->window >= 0 && p - x->window + 1 > 0 ? p - x->window + 1 : 0;
+    if (*hi < *lo) *hi = *lo;
+    return 1;
 }
 
 static graft_status gqa_run(rt_node *n, graft_error *err)
@@ -622,8 +877,9 @@ static graft_status gqa_run(rt_node *n, graft_error *err)
     }
     c.sink = sinks;
     c.bias = gqa_bias;
+    c.range = x.abias ? NULL : gqa_range;
     c.ctx = &x;
-    att_run_core(&c);
+    if (att_run_core(&c, n, err) != GRAFT_OK) return err->code;
     if (!f32) {
         k_from_f32(yo->dtype, Y, yo->data, (size_t)yo->numel);
         if (pko) k_from_f32(pko->dtype, Kc, pko->data, (size_t)pko->numel);
@@ -767,7 +1023,7 @@ static graft_status mha_run(rt_node *n, graft_error *err)
     c.ctx = &x;
     c.qk = QK;
     c.qk_mode = 3;
-    att_run_core(&c);
+    if (att_run_core(&c, n, err) != GRAFT_OK) return err->code;
     if (Y != yo->data) k_from_f32(yo->dtype, Y, yo->data, (size_t)yo->numel);
     if (pko) k_from_f32(pko->dtype, Kc, pko->data, (size_t)pko->numel);
     if (pvo) k_from_f32(pvo->dtype, Vc, pvo->data, (size_t)pvo->numel);

@@ -450,6 +450,7 @@ typedef struct gemm_job {
     const float *Bpre;  /* all of B, prepacked (k_bpack layout) or NULL */
     int64_t Np;         /* prepacked B: columns padded to NR */
     int64_t nbw, n_nblocks, n_mchunks, mchunk; /* column block width, blocks, row chunks */
+    _Atomic int nomem; /* a task could not allocate its B panel scratch */
 } gemm_job;
 
 static _Thread_local k_buf tl_apack, tl_bpack;
@@ -530,7 +531,7 @@ static void pack_b(const gemm_job *j, int64_t k0, int64_t kc, int64_t n0, int64_
 
 static void gemm_task(void *ctx, int64_t t)
 {
-    const gemm_job *j = ctx;
+    gemm_job *j = ctx;
     int64_t nbi = t % j->n_nblocks, mci = t / j->n_nblocks;
     int64_t n0 = nbi * j->nbw, nb = j->N - n0 < j->nbw ? j->N - n0 : j->nbw;
     int64_t m_lo = mci * j->mchunk, m_hi = m_lo + j->mchunk < j->M ? m_lo + j->mchunk : j->M;
@@ -544,7 +545,10 @@ static void gemm_task(void *ctx, int64_t t)
     float *Bp = NULL;
     if (!j->Bpre) {
         Bp = k_buf_get(&tl_bpack, (size_t)(KC * nbp) * sizeof(float));
-        RT_ASSERT(Bp);
+        if (!Bp) {
+            j->nomem = 1;
+            return;
+        }
     }
     int64_t Mp = (j->M + MR - 1) / MR * MR;
 #ifdef K_X86
@@ -696,13 +700,13 @@ static void gemv_t_task(void *ctx, int64_t t)
 
 static _Thread_local k_buf tl_x, tl_part;
 
-static void sgemv(int transA, int transB, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                  const float *B, int64_t ldb, float beta, float *C)
+static int sgemv(int transA, int transB, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                 const float *B, int64_t ldb, float beta, float *C)
 {
     const float *x = A;
     if (transA && lda != 1) { /* A is K x 1 with row stride lda: gather */
         float *g = k_buf_get(&tl_x, (size_t)K * sizeof(float));
-        RT_ASSERT(g);
+        if (!g) return -1;
         for (int64_t k = 0; k < K; k++) g[k] = A[k * lda];
         x = g;
     }
@@ -721,7 +725,7 @@ static void sgemv(int transA, int transB, int64_t N, int64_t K, float alpha, con
         kch = (kch + 3) / 4 * 4;
         kparts = (K + kch - 1) / kch;
         float *part = k_buf_get(&tl_part, (size_t)(kparts * N) * sizeof(float));
-        RT_ASSERT(part);
+        if (!part) return -1;
         j.chunk = ch, j.ncb = ncb, j.kch = kch, j.partial = part;
         k_parallel_for(ncb * kparts, gemv_n_task, &j);
         for (int64_t c = 0; c < N; c++) {
@@ -737,17 +741,19 @@ static void sgemv(int transA, int transB, int64_t N, int64_t K, float alpha, con
         j.chunk = ch;
         k_parallel_for((N + ch - 1) / ch, gemv_t_task, &j);
     }
+    return 0;
 }
 
 /* The blocked GEMM (M > 1): B either packed per task from B, or Bpre (k_bpack layout, Np). */
-static void gemm_blocked(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                         const float *Bpre, int64_t Np)
+static int gemm_blocked(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                        const float *Bpre, int64_t Np)
 {
-    gemm_job j = {transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, NULL, Bpre, Np, 0, 0, 0, 0};
+    gemm_job j = {transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, NULL, Bpre, Np, 0, 0, 0, 0, 0};
     int64_t Mp = (M + MR - 1) / MR * MR;
+    if ((double)Mp * (double)K * sizeof(float) > (double)SIZE_MAX / 2) return -1;
     float *Ap = k_buf_get(&tl_apack, (size_t)(Mp * K) * sizeof(float));
-    RT_ASSERT(Ap);
+    if (!Ap) return -1;
     j.Apack = Ap;
     if ((double)M * (double)K >= 32768 && k_threads() > 1) {
         k_parallel_for(Mp / MR, pack_a_task, &j);
@@ -785,23 +791,21 @@ static void gemm_blocked(int transA, int transB, int64_t M, int64_t N, int64_t K
     } else {
         k_parallel_for(tasks, gemm_task, &j);
     }
+    return j.nomem ? -1 : 0;
 }
 
 
-void k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+int k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
-    if (M <= 0 || N <= 0) return;
+    if (M <= 0 || N <= 0) return 0;
     if (K <= 0) {
         for (int64_t i = 0; i < M; i++)
             for (int64_t x = 0; x < N; x++) C[i * ldc + x] = beta == 0 ? 0 : beta * C[i * ldc + x];
-        return;
+        return 0;
     }
-    if (M == 1) {
-        sgemv(transA, transB, N, K, alpha, A, lda, B, ldb, beta, C);
-        return;
-    }
-    gemm_blocked(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, 0);
+    if (M == 1) return sgemv(transA, transB, N, K, alpha, A, lda, B, ldb, beta, C);
+    return gemm_blocked(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, 0);
 }
 
 /* ------------------------------------------------------------ prepacked B */
@@ -824,6 +828,30 @@ int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N)
                 k_to_f32(dtype, src + (size_t)c0 * es, row, (size_t)nr);
                 for (int64_t c = nr; c < NR; c++) row[c] = 0.0f;
                 memcpy(p + k0 * Np + c0 * kc + k * NR, row, sizeof row);
+            }
+        }
+    }
+    pb->p = p;
+    pb->K = K;
+    pb->N = N;
+    pb->Np = Np;
+    return 1;
+}
+
+int k_bpack_init_t(k_bpack *pb, const float *Bt, int64_t K, int64_t N)
+{
+    int64_t Np = (N + NR - 1) / NR * NR;
+    if ((double)K * (double)Np * sizeof(float) > (double)SIZE_MAX / 2) return 0;
+    float *p = k_buf_get(&pb->buf, (size_t)(K * Np) * sizeof(float));
+    if (!p) return 0;
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        int64_t kc = K - k0 < KC ? K - k0 : KC;
+        for (int64_t c0 = 0; c0 < N; c0 += NR) {
+            int64_t nr = N - c0 < NR ? N - c0 : NR;
+            float *d = p + k0 * Np + c0 * kc;
+            for (int64_t c = 0; c < NR; c++) {
+                const float *src = Bt + (c0 + c) * K + k0;
+                for (int64_t k = 0; k < kc; k++) d[k * NR + c] = c < nr ? src[k] : 0.0f;
             }
         }
     }
@@ -923,17 +951,14 @@ static void pgemv_task(void *ctx, int64_t t)
     }
 }
 
-void k_sgemm_packed(int64_t M, const float *A, int64_t lda, const k_bpack *pb, float *C, int64_t ldc)
+int k_sgemm_packed(int64_t M, const float *A, int64_t lda, const k_bpack *pb, float *C, int64_t ldc)
 {
-    if (M <= 0 || pb->N <= 0) return;
+    if (M <= 0 || pb->N <= 0) return 0;
     if (pb->K <= 0) {
         for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)pb->N * sizeof(float));
-        return;
+        return 0;
     }
-    if (M > 1) {
-        gemm_blocked(0, 0, M, pb->N, pb->K, 1.0f, A, lda, NULL, 0, 0.0f, C, ldc, pb->p, pb->Np);
-        return;
-    }
+    if (M > 1) return gemm_blocked(0, 0, M, pb->N, pb->K, 1.0f, A, lda, NULL, 0, 0.0f, C, ldc, pb->p, pb->Np);
     pgemv_job j = {A, pb->p, C, pb->K, pb->N, pb->Np, 0};
     int64_t panels = pb->Np / NR, th = k_threads();
     double work = (double)pb->K * (double)pb->N;
@@ -942,6 +967,7 @@ void k_sgemm_packed(int64_t M, const float *A, int64_t lda, const k_bpack *pb, f
     j.per = (j.per + 3) / 4 * 4;
     tasks = (panels + j.per - 1) / j.per;
     k_parallel_for(tasks, pgemv_task, &j);
+    return 0;
 }
 
 /* ------------------------------------------------------------ kernel scratch */

@@ -56,9 +56,10 @@ int k_is_float(int dtype);
  * op(B) is K x N. With transA, A is stored K x M (element (i,k) at
  * A[k*lda + i]); otherwise M x K (A[i*lda + k]); likewise B. beta == 0
  * overwrites C without reading it. Spreads over the pool when large
- * enough. Uses thread-local scratch (grown, never shrunk). */
-void k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+ * enough. Uses thread-local scratch (grown, never shrunk). Returns 0, or
+ * -1 when that scratch could not be allocated (C is then unspecified). */
+int k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 /* B (K x N, row-major, constant: a weight) packed once into the GEMM's
  * panel layout, so that k_sgemm_packed streams it contiguously and never
@@ -72,10 +73,13 @@ typedef struct k_bpack {
 /* Packs B (dtype float, float16, bfloat16 or double); 0 when out of memory
  * or for another dtype. Packing again reuses the buffer. */
 int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N);
+/* The same from B^T (N x K, row-major, fp32): row n of Bt is column n of B. */
+int k_bpack_init_t(k_bpack *pb, const float *Bt, int64_t K, int64_t N);
 void k_bpack_free(k_bpack *pb);
 /* C (M x N, row stride ldc) = A (M x K, row stride lda) * B, B prepacked.
- * M == 1 is a GEMV streaming the packed panels once. */
-void k_sgemm_packed(int64_t M, const float *A, int64_t lda, const k_bpack *pb, float *C, int64_t ldc);
+ * M == 1 is a GEMV streaming the packed panels once. Returns 0, or -1 when
+ * scratch could not be allocated (as k_sgemm). */
+int k_sgemm_packed(int64_t M, const float *A, int64_t lda, const k_bpack *pb, float *C, int64_t ldc);
 
 /* Dot product of n floats. */
 float k_dot(const float *a, const float *b, int64_t n);

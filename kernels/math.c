@@ -232,10 +232,28 @@ static inline double sigm_d(double v)
     }                                                                                      \
     return 1;
 
-static int un_f32(const un_state *s, const float *x, float *y, uint64_t cnt)
+static int un_f32_plain(const un_state *s, const float *x, float *y, uint64_t cnt)
 {
     typedef float T;
     UN_FLOAT_BODY
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* The same loops compiled for AVX2 (8 lanes); no FMA contraction under
+ * -std=c11, so every element gets the same arithmetic as un_f32_plain. */
+__attribute__((target("avx2"))) static int un_f32_avx2(const un_state *s, const float *x, float *y, uint64_t cnt)
+{
+    typedef float T;
+    UN_FLOAT_BODY
+}
+#endif
+
+static int un_f32(const un_state *s, const float *x, float *y, uint64_t cnt)
+{
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    if (k_have_avx2()) return un_f32_avx2(s, x, y, cnt);
+#endif
+    return un_f32_plain(s, x, y, cnt);
 }
 
 /* Large float tensors: un_f32 over chunks spread on the pool (elementwise,

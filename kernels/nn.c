@@ -117,14 +117,16 @@ static graft_status matmul_run(rt_node *n, graft_error *err)
         if (!A || (!pb && !B)) return err->code;
         float *C = k_out_f32(n, o, 2, err);
         if (!C) return err->code;
+        int rc = 0;
         if (pb) {
-            k_sgemm_packed(nb * M, A, K, pb, C, N);
+            rc = k_sgemm_packed(nb * M, A, K, pb, C, N);
         } else if (b_shared) {
-            k_sgemm(0, 0, nb * M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+            rc = k_sgemm(0, 0, nb * M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
         } else {
-            for (int64_t bi = 0; bi < nb; bi++)
-                k_sgemm(0, 0, M, N, K, 1.0f, A + aoff[bi], K, B + boff[bi], N, 0.0f, C + bi * M * N, N);
+            for (int64_t bi = 0; bi < nb && !rc; bi++)
+                rc = k_sgemm(0, 0, M, N, K, 1.0f, A + aoff[bi], K, B + boff[bi], N, 0.0f, C + bi * M * N, N);
         }
+        if (rc) return rt_err(n, err, GRAFT_ENOMEM, "out of memory for GEMM scratch");
         k_out_f32_done(o, C);
         return GRAFT_OK;
     }
@@ -179,7 +181,8 @@ static graft_status gemm_run(rt_node *n, graft_error *err)
             for (int64_t j = 0; j < N; j++) Y[i * N + j] = C[i * sc[0] + j * sc[1]];
         bt = beta;
     }
-    k_sgemm(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, bt, Y, N);
+    if (k_sgemm(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, bt, Y, N))
+        return rt_err(n, err, GRAFT_ENOMEM, "out of memory for GEMM scratch");
     k_out_f32_done(o, Y);
     return GRAFT_OK;
 }

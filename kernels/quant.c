@@ -283,7 +283,31 @@ typedef struct nbits_job {
     float *Y, *W; /* W: dequantized rows (GEMM path) */
     int64_t M, N, K, kb, blob, block, zpw, n0, rows;
     int bits;
+    _Atomic int nomem; /* a task could not allocate its row scratch */
 } nbits_job;
+
+/* MatMulNBits state: scratch (first, for the k_scratch helpers) and, for
+ * products of more than 4 rows, B dequantized once and prepacked for the
+ * GEMM (when it takes at most NBITS_PACK_MAX bytes), keyed by B's data. */
+#define NBITS_PACK_MAX ((size_t)96 << 20)
+typedef struct nbits_state {
+    k_scratch s;
+    k_bpack pb;
+    const void *pb_key;
+} nbits_state;
+
+static graft_status nbits_init(rt_node *n, graft_error *err)
+{
+    if (!(n->state = calloc(1, sizeof(nbits_state)))) return rt_err(n, err, GRAFT_ENOMEM, "out of memory");
+    return GRAFT_OK;
+}
+
+static void nbits_fini(rt_node *n)
+{
+    nbits_state *st = n->state;
+    if (st) k_bpack_free(&st->pb);
+    k_scratch_fini(n);
+}
 
 /* Dequantizes row n of B (K values) into w. */
 static void nbits_row(const nbits_job *j, int64_t n, float *w)
@@ -384,7 +408,10 @@ static void nbits_gemv_task(void *ctx, int64_t t)
     }
 #endif
     float *w = k_buf_get(&tl_wrow, (size_t)j->K * sizeof(float));
-    RT_ASSERT(w);
+    if (!w) {
+        ((nbits_job *)j)->nomem = 1;
+        return;
+    }
     for (int64_t nn = n0; nn < n1; nn++) {
         nbits_row(j, nn, w);
         for (int64_t m = 0; m < j->M; m++)
@@ -452,16 +479,39 @@ static graft_status matmulnbits_run(rt_node *n, graft_error *err)
         j.rows = (N + tasks - 1) / tasks;
         if (j.rows < 16 && tasks > 1) j.rows = 16;
         k_parallel_for((N + j.rows - 1) / j.rows, nbits_gemv_task, &j);
+        if (j.nomem) return rt_err(n, err, GRAFT_ENOMEM, "out of memory for a dequantized row");
     } else {
-        int64_t CH = 256;
-        float *W = k_scratch_get(n, 5, (size_t)(CH * K) * sizeof(float), err);
-        if (!W) return err->code;
-        j.W = W;
-        for (int64_t n0 = 0; n0 < N; n0 += CH) {
-            j.n0 = n0;
-            j.rows = N - n0 < CH ? N - n0 : CH;
-            k_parallel_for((j.rows + 7) / 8, nbits_deq_task, &j);
-            k_sgemm(0, 1, M, j.rows, K, 1.0f, j.A, K, W, K, 0.0f, Y + n0, N);
+        nbits_state *st = n->state;
+        int packed = st->pb.p && st->pb_key == b->data;
+        if (!packed && (double)N * (double)K * sizeof(float) <= (double)NBITS_PACK_MAX && k_input_is_const(n, 1) &&
+            k_input_is_const(n, 2) && (!z || !z->numel || k_input_is_const(n, 3))) {
+            /* all of B dequantized (N x K) into scratch 5, packed once, released */
+            float *W = k_scratch_get(n, 5, (size_t)(N * K) * sizeof(float), err);
+            if (!W) return err->code;
+            j.W = W, j.n0 = 0, j.rows = N;
+            k_parallel_for((N + 7) / 8, nbits_deq_task, &j);
+            st->pb_key = NULL;
+            if (k_bpack_init_t(&st->pb, W, K, N)) {
+                st->pb_key = b->data;
+                packed = 1;
+            }
+            k_buf_free(&st->s.b[5]);
+        }
+        if (packed) {
+            if (k_sgemm_packed(M, j.A, K, &st->pb, Y, N))
+                return rt_err(n, err, GRAFT_ENOMEM, "out of memory for GEMM scratch");
+        } else {
+            int64_t CH = 256;
+            float *W = k_scratch_get(n, 5, (size_t)(CH * K) * sizeof(float), err);
+            if (!W) return err->code;
+            j.W = W;
+            for (int64_t n0 = 0; n0 < N; n0 += CH) {
+                j.n0 = n0;
+                j.rows = N - n0 < CH ? N - n0 : CH;
+                k_parallel_for((j.rows + 7) / 8, nbits_deq_task, &j);
+                if (k_sgemm(0, 1, M, j.rows, K, 1.0f, j.A, K, W, K, 0.0f, Y + n0, N))
+                    return rt_err(n, err, GRAFT_ENOMEM, "out of memory for GEMM scratch");
+            }
         }
         if (j.bias)
             for (int64_t m = 0; m < M; m++)
@@ -558,7 +608,7 @@ static graft_status gbq_run(rt_node *n, graft_error *err)
 const rt_kernel rt_kernels_quant[] = {
     {"", "DequantizeLinear", 10, 0, k_scratch_init, dequantize_run, k_scratch_fini},
     {"", "QuantizeLinear", 10, 0, k_scratch_init, quantize_run, k_scratch_fini},
-    {MS, "MatMulNBits", 1, 0, k_scratch_init, matmulnbits_run, k_scratch_fini},
+    {MS, "MatMulNBits", 1, 0, nbits_init, matmulnbits_run, nbits_fini},
     {MS, "GatherBlockQuantized", 1, 0, k_scratch_init, gbq_run, k_scratch_fini},
     {NULL, NULL, 0, 0, NULL, NULL, NULL},
 };
