@@ -8,6 +8,8 @@ provider, on the same export, prompt and thread count, in one run.
 graft: `graft bench --json` (best of 3). onnxruntime: one InferenceSession
 (intra_op_num_threads = threads, all optimizations), prefill then greedy
 steps feeding present KV back, timed around session.run only (best of 3).
+With --rounds N (default 1) the two alternate N times per export and the
+table gives the median of the rounds' figures (for a shared, noisy machine).
 Prints a table with the ratio graft / onnxruntime; appends it to RESULTS.
 """
 from __future__ import annotations
@@ -80,19 +82,30 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--results")
     ap.add_argument("exports", nargs="+")
     a = ap.parse_args()
     env = dict(os.environ, GRAFT_THREADS=str(a.threads))
     rows = []
+    def med(xs: list[dict], k: str) -> float:
+        v = sorted(x[k] for x in xs)
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
     for e in a.exports:
-        p = subprocess.run([a.graft, "bench", e, "--json", "--prompt-tokens", str(a.prompt_tokens),
-                            "--new-tokens", str(a.new_tokens)], capture_output=True, text=True, env=env)
-        if p.returncode:
-            print(f"{e}: graft bench failed: {p.stderr.strip()}")
+        gs, os_ = [], []
+        for _ in range(max(1, a.rounds)):
+            p = subprocess.run([a.graft, "bench", e, "--json", "--prompt-tokens", str(a.prompt_tokens),
+                                "--new-tokens", str(a.new_tokens)], capture_output=True, text=True, env=env)
+            if p.returncode:
+                print(f"{e}: graft bench failed: {p.stderr.strip()}")
+                break
+            gs.append(json.loads(p.stdout))
+            os_.append(ort_bench(e, a.threads, a.prompt_tokens, a.new_tokens))
+        if not gs:
             continue
-        g = json.loads(p.stdout)
-        o = ort_bench(e, a.threads, a.prompt_tokens, a.new_tokens)
+        g = {k: med(gs, k) for k in ("prefill_tok_s", "decode_tok_s", "peak_rss_mb")}
+        o = {k: med(os_, k) for k in ("prefill_tok_s", "decode_tok_s")}
         rows.append((os.path.basename(e.rstrip("/")), g, o))
     hdr = (f"| export | graft prefill tok/s | ORT prefill tok/s | ratio | graft decode tok/s | "
            f"ORT decode tok/s | ratio | graft peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -107,7 +120,8 @@ def main() -> int:
         cmd = " ".join(sys.argv)
         with open(a.results, "a", encoding="utf-8") as f:
             f.write(f"\n## CPU decode vs onnxruntime {ort.__version__} ({datetime.date.today()}, "
-                    f"{a.threads} threads, prompt {a.prompt_tokens}, {a.new_tokens} new tokens)\n\n"
+                    f"{a.threads} threads, prompt {a.prompt_tokens}, {a.new_tokens} new tokens"
+                    f"{f', median of {a.rounds} alternating rounds' if a.rounds > 1 else ''})\n\n"
                     f"`{cmd}`\n\n{table}\n")
     return 0
 
