@@ -16,7 +16,8 @@ static const char usage[] =
     "  --new-tokens N         decode steps (default 64)\n"
     "  --repeat N             runs; the best is reported (default 3)\n"
     "  --max-context N        plan the KV cache for N tokens (default: prompt + new)\n"
-    "  --device cpu|auto      where to run (default auto: CPU on this build)\n"
+    "  --device cpu|cuda|auto where to run (default auto: CUDA when this build has\n"
+    "                         it and a GPU is visible, else the CPU)\n"
     "  --json                 one JSON object\n";
 
 /* Peak RSS of this process image: VmHWM (ru_maxrss would include the
@@ -61,8 +62,7 @@ int graft_cli_bench(int argc, char **argv)
     if (!path) return graft_cli_usage_error("bench", "need an EXPORT");
     if (n_prompt < 1 || n_new < 1 || repeat < 1)
         return graft_cli_usage_error("bench", "--prompt-tokens, --new-tokens and --repeat must be >= 1");
-    if (strcmp(device, "auto") && strcmp(device, "cpu"))
-        return graft_cli_usage_error("bench", "--device %s: this build of graft runs on the CPU only", device);
+    if (graft_cli_device("bench", device, &o.device)) return 2;
     if (!o.max_context) o.max_context = n_prompt + n_new;
     graft_error err = {0};
     graft_generator *g = NULL;
@@ -100,15 +100,21 @@ int graft_cli_bench(int argc, char **argv)
     double pre_tps = n_prompt / best_pre, dec_tps = n_new / best_dec;
     double rss_mb = peak_rss_mb();
     if (json)
-        printf("{\"device\": \"cpu\", \"prompt_tokens\": %d, \"new_tokens\": %d, \"prefill_tok_s\": %.3f, "
+        printf("{\"device\": \"%s\", \"prompt_tokens\": %d, \"new_tokens\": %d, \"prefill_tok_s\": %.3f, "
                "\"decode_tok_s\": %.3f, \"prefill_s\": %.6f, \"decode_s\": %.6f, \"load_s\": %.6f, \"plan_s\": %.6f, "
                "\"peak_rss_mb\": %.1f, \"max_context\": %d}\n",
-               n_prompt, n_new, pre_tps, dec_tps, best_pre, best_dec, t->load_s, t->plan_s, rss_mb,
+               graft_generator_device(g), n_prompt, n_new, pre_tps, dec_tps, best_pre, best_dec, t->load_s, t->plan_s, rss_mb,
                graft_generator_max_context(g));
     else
-        printf("device cpu | load %.3f s, plan %.3f s | prefill %d tokens: %.1f tok/s | decode %d tokens: "
+        printf("device %s | load %.3f s, plan %.3f s | prefill %d tokens: %.1f tok/s | decode %d tokens: "
                "%.1f tok/s | peak RSS %.1f MiB\n",
-               t->load_s, t->plan_s, n_prompt, pre_tps, n_new, dec_tps, rss_mb);
+               graft_generator_device(g), t->load_s, t->plan_s, n_prompt, pre_tps, n_new, dec_tps, rss_mb);
+    if (!json) {
+        size_t n_fb = 0;
+        const char *fb = NULL, *info = graft_generator_device_info(g, &fb, &n_fb);
+        printf("device: %s\n", info);
+        if (n_fb) printf("%zu nodes run on host kernels: %s\n", n_fb, fb);
+    }
 done:
     free(ids);
     graft_generator_free(g);

@@ -53,4 +53,8 @@ graft_status graft_cli_error_set(graft_error *err, graft_status code, const char
  * read from a model cannot drive the terminal. NULL prints nothing. */
 void graft_cli_print_escaped(FILE *f, const char *s);
 
+/* Parses a --device argument (cpu, cuda, auto) into *device (graft_device);
+ * returns 0, or prints a usage error for `cmd` and returns 2. */
+int graft_cli_device(const char *cmd, const char *arg, int *device);
+
 #endif /* GRAFT_CLI_H */

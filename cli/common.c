@@ -51,3 +51,12 @@ void graft_cli_print_escaped(FILE *f, const char *s)
             fputc(c, f);
     }
 }
+
+int graft_cli_device(const char *cmd, const char *arg, int *device)
+{
+    if (!strcmp(arg, "auto")) *device = GRAFT_DEVICE_AUTO;
+    else if (!strcmp(arg, "cpu")) *device = GRAFT_DEVICE_CPU;
+    else if (!strcmp(arg, "cuda")) *device = GRAFT_DEVICE_CUDA;
+    else return graft_cli_usage_error(cmd, "--device takes cpu, cuda or auto, not '%s'", arg);
+    return 0;
+}

@@ -22,7 +22,8 @@ static const char usage[] =
     "  --temperature T        sample at temperature T (default 0: greedy)\n"
     "  --top-k K, --top-p P   restrict sampling (default off)\n"
     "  --seed S               sampling seed (default 1)\n"
-    "  --device cpu|auto      where to run (default auto: CPU on this build)\n"
+    "  --device cpu|cuda|auto where to run (default auto: CUDA when this build has\n"
+    "                         it and a GPU is visible, else the CPU)\n"
     "  --json                 print one JSON object {prompt_ids, generated_ids, timings}\n";
 
 static int parse_ids(const char *s, int64_t **out, size_t *n)
@@ -95,11 +96,7 @@ int graft_cli_generate(int argc, char **argv)
     if (!path) return graft_cli_usage_error("generate", "need an EXPORT");
     if (!prompt == !ids_arg) return graft_cli_usage_error("generate", "need exactly one of --prompt and --ids");
     if (max_new < 0) return graft_cli_usage_error("generate", "--max-new-tokens must be >= 0");
-    if (strcmp(device, "auto") && strcmp(device, "cpu")) {
-        if (!strcmp(device, "cuda"))
-            return graft_cli_usage_error("generate", "--device cuda: this build of graft has no CUDA runtime yet");
-        return graft_cli_usage_error("generate", "--device takes cpu, cuda or auto, not '%s'", device);
-    }
+    if (graft_cli_device("generate", device, &o.device)) return 2;
     int rc = 0;
     graft_error err = {0};
     graft_status st;

@@ -25,7 +25,8 @@ static const char usage[] =
     "                         (default 1e-4), relative to max |logit| otherwise\n"
     "                         (default 1e-2 for fp16/bf16, 5e-2 for int4/int8)\n"
     "  --max-context N        plan the KV cache for N tokens\n"
-    "  --device cpu|auto      where to run (default auto: CPU on this build)\n"
+    "  --device cpu|cuda|auto where to run (default auto: CUDA when this build has\n"
+    "                         it and a GPU is visible, else the CPU)\n"
     "  -q, --quiet            print only the summary\n";
 
 typedef struct verdict {
@@ -83,8 +84,7 @@ int graft_cli_verify(int argc, char **argv)
         else return graft_cli_usage_error("verify", "unexpected argument '%s'", a);
     }
     if (!path || !golden) return graft_cli_usage_error("verify", "need EXPORT and --golden FILE");
-    if (strcmp(device, "auto") && strcmp(device, "cpu"))
-        return graft_cli_usage_error("verify", "--device %s: this build of graft runs on the CPU only", device);
+    if (graft_cli_device("verify", device, &o.device)) return 2;
     json_error_t je;
     json_t *g = json_load_file(golden, 0, &je);
     if (!g) {
@@ -114,6 +114,13 @@ int graft_cli_verify(int argc, char **argv)
     if (st != GRAFT_OK) {
         rc = graft_cli_fail("verify", st, &err);
         goto done;
+    }
+    if (!quiet) {
+        size_t n_fb = 0;
+        const char *fb = NULL, *info = graft_generator_device_info(gen, &fb, &n_fb);
+        printf("device %s (%s)", graft_generator_device(gen), info);
+        if (n_fb) printf("; %zu nodes on host kernels: %s", n_fb, fb);
+        printf("\n");
     }
     size_t vocab = 0, np = json_array_size(prompts), compared_all = 0, skipped_all = 0;
     double max_diff = 0;
@@ -173,9 +180,9 @@ int graft_cli_verify(int argc, char **argv)
         if (!quiet) printf("  compared steps 0..%zu\n", (last < steps ? last : steps) - (last < steps ? 0 : 1));
     }
     if (max_diff > tol) failed = 1;
-    printf("graft verify: %s: %zu prompts, %zu steps compared, %zu not compared (margin <= %g); "
+    printf("graft verify: %s: device %s: %zu prompts, %zu steps compared, %zu not compared (margin <= %g); "
            "max %s logit difference %.3g (tolerance %g): %s\n",
-           golden, np, compared_all, skipped_all, margin, rel ? "relative" : "absolute", max_diff, tol,
+           golden, graft_generator_device(gen), np, compared_all, skipped_all, margin, rel ? "relative" : "absolute", max_diff, tol,
            failed ? "FAIL" : "ok");
     rc = failed ? 1 : 0;
 done:

@@ -381,6 +381,14 @@ int graft_kernel_at(size_t i, const char **domain, const char **op, int *since, 
 
 typedef struct graft_generator graft_generator;
 
+/* Where a generator runs. AUTO: CUDA when this program was built with
+ * CUDA (nvcc at build time) and a GPU is visible, else the CPU. */
+typedef enum graft_device {
+    GRAFT_DEVICE_AUTO = 0,
+    GRAFT_DEVICE_CPU,
+    GRAFT_DEVICE_CUDA,
+} graft_device;
+
 typedef struct graft_gen_opts {
     int max_context;   /* tokens the KV cache is planned for (0: the config's
                           context_length, at most 4096) */
@@ -388,6 +396,8 @@ typedef struct graft_gen_opts {
     int top_k;         /* 0: off */
     float top_p;       /* 0 or >= 1: off */
     uint64_t seed;
+    int device;        /* graft_device; 0: AUTO. CUDA where it cannot run is
+                          GRAFT_EUNSUPPORTED at open */
 } graft_gen_opts;
 
 typedef struct graft_gen_timings {
@@ -419,6 +429,12 @@ int graft_generator_max_context(const graft_generator *g);
 const graft_gen_timings *graft_generator_timings(const graft_generator *g);
 /* Directory of the export (for its tokenizer.json); borrowed. */
 const char *graft_generator_dir(const graft_generator *g);
+/* Where it runs: "cpu" or "cuda" (static string). */
+const char *graft_generator_device(const graft_generator *g);
+/* One line naming the device (borrowed); *fallbacks (may be NULL) lists the
+ * ops that run on host kernels on a GPU backend ("Op (count), ..."),
+ * *n_fallback their node count (0 on the CPU). */
+const char *graft_generator_device_info(const graft_generator *g, const char **fallbacks, size_t *n_fallback);
 
 /* ---------------------------------------------------------------- compose */
 

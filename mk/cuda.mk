@@ -24,3 +24,21 @@ else
 test-cuda:
 	@echo "test-cuda: skipped (no nvcc)"
 endif
+
+# The CUDA executor (runtime/cuda/*.c, issue 7): C compiled against the CUDA
+# headers into $(CUDA_LIB) beside the kernels. graft links it (the weak
+# rt_backend_cuda in runtime/backend.h becomes real; -u pulls it out of the
+# archive), so `--device cuda|auto` can use a GPU; the other programs link
+# libgraft.a alone and run on the CPU. Not under SANITIZE=1, where the CPU
+# paths are what is checked.
+ifneq ($(strip $(CU_SRCS)),)
+CUDA_RT_SRCS := $(wildcard runtime/cuda/*.c)
+CUDA_RT_OBJS := $(CUDA_RT_SRCS:%.c=$(BUILD)/obj/%.o)
+CUDA_OBJS += $(CUDA_RT_OBJS)
+$(CUDA_RT_OBJS): CFLAGS += $(CUDA_CFLAGS)
+$(CUDA_LIB): $(CUDA_RT_OBJS)
+ifneq ($(SANITIZE),1)
+$(GRAFT): $(CUDA_LIB)
+$(GRAFT): LDLIBS := -Wl,-u,rt_backend_cuda $(CUDA_LIB) $(LIB) $(LDLIBS) $(CUDA_LDLIBS)
+endif
+endif

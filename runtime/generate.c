@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "runtime/backend.h"
 #include "runtime/rt.h"
 
 #define GEN_MAX_LAYERS 512
@@ -24,7 +25,8 @@ typedef struct kv_pair {
 struct graft_generator {
     char *dir, *model_path;
     graft_model *m;
-    graft_session *s;
+    const rt_backend_vt *be; /* what runs the graph (CPU session or CUDA executor) */
+    rt_backend *b;
     graft_gen_opts o;
     int max_ctx;
     char ids_name[128], mask_name[128], pos_name[128], logits_name[128];
@@ -38,6 +40,7 @@ struct graft_generator {
     void *ids_buf, *mask_buf, *pos_buf;
     size_t prompt_cap;
     float *logits;
+    void *lrow; /* the last logits row as read back from the backend */
     size_t vocab;
     int *order; /* sampling scratch */
     float *probs;
@@ -198,7 +201,7 @@ static graft_status set_int_input(graft_generator *g, const char *name, int dtyp
     a.dims[1] = t;
     a.data = buf;
     a.nbytes = (size_t)(s * t) * (dtype == GRAFT_DTYPE_INT32 ? 4 : 8);
-    return graft_session_set_input(g->s, name, &a, err);
+    return g->be->set_input(g->b, name, &a, 0, err);
 }
 
 /* Runs the session on `n` new tokens at position g->len, with the cache. */
@@ -229,34 +232,34 @@ static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, g
             a.dims[2] = p->len;
             a.dims[3] = p->dim[k];
             a.nbytes = (size_t)(p->heads[k] * p->len * p->dim[k]) * rt_dtype_size(p->dtype);
-            a.data = p->len ? p->buf[k] : empty;
-            if ((rc = graft_session_set_input(g->s, p->past[k], &a, err)) != GRAFT_OK) return rc;
+            a.data = p->buf[k] ? p->buf[k] : empty;
+            if ((rc = g->be->set_input(g->b, p->past[k], &a, p->buf[k] != NULL, err)) != GRAFT_OK) return rc;
         }
     }
-    if ((rc = graft_session_run(g->s, err)) != GRAFT_OK) return rc;
+    if ((rc = g->be->run(g->b, err)) != GRAFT_OK) return rc;
     /* present -> next past: swap buffers, no copies */
     for (size_t l = 0; l < g->n_kv; l++) {
         kv_pair *p = &g->kv[l];
         for (int k = 0; k < 2; k++) {
             graft_array a;
-            if (!graft_session_output(g->s, p->present[k], &a) || a.rank != 4 || a.dims[2] != total ||
+            if (!g->be->output(g->b, p->present[k], &a) || a.rank != 4 || a.dims[2] != total ||
                 a.dims[1] != p->heads[k] || a.dims[3] != p->dim[k] || a.dtype != p->dtype)
                 return gerr(err, GRAFT_EINVAL, "%s: output '%s' is not [1, %lld, %lld, %lld] %s after the step",
                             graft_model_path(g->m), p->present[k], (long long)p->heads[k], (long long)total,
                             (long long)p->dim[k], graft_dtype_name(p->dtype));
-            if (!graft_session_swap_output(g->s, p->present[k], &p->buf[k], &p->cap[k])) {
+            if (!g->be->swap_output(g->b, p->present[k], &p->buf[k], &p->cap[k])) {
                 /* a borrowed output: copy into our buffer (sized at planning) */
                 if (p->cap[k] < a.nbytes)
                     return gerr(err, GRAFT_EINVAL, "%s: present '%s' outgrew its plan", graft_model_path(g->m),
                                 p->present[k]);
-                memcpy(p->buf[k], a.data, a.nbytes);
+                if ((rc = g->be->copy(g->b, p->buf[k], a.data, a.nbytes, err)) != GRAFT_OK) return rc;
             }
         }
         p->len = total;
     }
     g->len = (size_t)total;
     graft_array lg;
-    if (!graft_session_output(g->s, g->logits_name, &lg) || lg.rank < 2)
+    if (!g->be->output(g->b, g->logits_name, &lg) || lg.rank < 2)
         return gerr(err, GRAFT_EINVAL, "%s: no logits after the step", graft_model_path(g->m));
     size_t vocab = (size_t)lg.dims[lg.rank - 1];
     size_t rows = vocab ? (size_t)(rt_numel(lg.rank, lg.dims) / vocab) : 0;
@@ -267,14 +270,19 @@ static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, g
         g->logits = malloc(vocab * sizeof *g->logits);
         g->order = malloc(vocab * sizeof *g->order);
         g->probs = malloc(vocab * sizeof *g->probs);
-        if (!g->logits || !g->order || !g->probs) return gerr(err, GRAFT_ENOMEM, "out of memory");
+        g->lrow = malloc(vocab * sizeof(float));
+        if (!g->logits || !g->order || !g->probs || !g->lrow) return gerr(err, GRAFT_ENOMEM, "out of memory");
     }
-    size_t off = (rows - 1) * vocab;
+    size_t es = rt_dtype_size(lg.dtype);
+    if (es != 2 && es != 4) return gerr(err, GRAFT_EUNSUPPORTED, "logits of type %s", graft_dtype_name(lg.dtype));
+    /* only the last row comes back from the backend */
+    if ((rc = g->be->read(g->b, g->lrow, (const char *)lg.data + (rows - 1) * vocab * es, vocab * es, err)) != GRAFT_OK)
+        return rc;
     for (size_t i = 0; i < vocab; i++) {
         switch (lg.dtype) {
-        case GRAFT_DTYPE_FLOAT: g->logits[i] = ((const float *)lg.data)[off + i]; break;
-        case GRAFT_DTYPE_FLOAT16: g->logits[i] = rt_f16_to_f32(((const uint16_t *)lg.data)[off + i]); break;
-        case GRAFT_DTYPE_BFLOAT16: g->logits[i] = rt_bf16_to_f32(((const uint16_t *)lg.data)[off + i]); break;
+        case GRAFT_DTYPE_FLOAT: g->logits[i] = ((const float *)g->lrow)[i]; break;
+        case GRAFT_DTYPE_FLOAT16: g->logits[i] = rt_f16_to_f32(((const uint16_t *)g->lrow)[i]); break;
+        case GRAFT_DTYPE_BFLOAT16: g->logits[i] = rt_bf16_to_f32(((const uint16_t *)g->lrow)[i]); break;
         default: return gerr(err, GRAFT_EUNSUPPORTED, "logits of type %s", graft_dtype_name(lg.dtype));
         }
     }
@@ -297,11 +305,10 @@ static graft_status plan(graft_generator *g, graft_error *err)
         for (int k = 0; k < 2; k++) {
             size_t bytes = (size_t)(p->heads[k] * (int64_t)cap * p->dim[k]) * rt_dtype_size(p->dtype);
             p->cap[k] = (bytes + 63) / 64 * 64;
-            p->buf[k] = aligned_alloc(64, p->cap[k]);
-            if (!p->buf[k]) return gerr(err, GRAFT_ENOMEM, "out of memory for the KV cache (%zu bytes)", bytes);
-            memset(p->buf[k], 0, p->cap[k]);
-            graft_status rc = graft_session_reserve_output(g->s, p->present[k], bytes, err);
+            graft_status rc = g->be->alloc(g->b, p->cap[k], &p->buf[k], err);
             if (rc != GRAFT_OK) return rc;
+            if ((rc = g->be->zero(g->b, p->buf[k], p->cap[k], err)) != GRAFT_OK) return rc;
+            if ((rc = g->be->reserve_output(g->b, p->present[k], bytes, err)) != GRAFT_OK) return rc;
             p->len = g->max_ctx - 1;
         }
     }
@@ -311,6 +318,26 @@ static graft_status plan(graft_generator *g, graft_error *err)
     for (size_t l = 0; l < g->n_kv; l++) g->kv[l].len = 0;
     g->len = 0;
     return rc;
+}
+
+/* The backend for g->o.device: CUDA when asked (an error where it cannot
+ * run), CPU when asked, and for auto CUDA when this program has it and a
+ * GPU is visible, else the CPU. */
+static graft_status pick_backend(graft_generator *g, graft_error *err)
+{
+    const rt_backend_vt *cuda = &rt_backend_cuda;
+    switch (g->o.device) {
+    case GRAFT_DEVICE_CPU: g->be = &rt_backend_cpu; return GRAFT_OK;
+    case GRAFT_DEVICE_CUDA:
+        if (!cuda)
+            return gerr(err, GRAFT_EUNSUPPORTED, "--device cuda: this build of graft has no CUDA runtime "
+                        "(nvcc was not found when it was built)");
+        if (!cuda->available()) return gerr(err, GRAFT_EUNSUPPORTED, "--device cuda: no CUDA device is visible");
+        g->be = cuda;
+        return GRAFT_OK;
+    case GRAFT_DEVICE_AUTO: g->be = cuda && cuda->available() ? cuda : &rt_backend_cpu; return GRAFT_OK;
+    default: return gerr(err, GRAFT_EINVAL, "unknown device %d", g->o.device);
+    }
 }
 
 graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, graft_generator **out,
@@ -363,7 +390,8 @@ graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, 
         goto fail;
     }
     if ((rc = graft_model_load(g->model_path, NULL, &g->m, err)) != GRAFT_OK) goto fail;
-    if ((rc = graft_session_new(g->m, &g->s, err)) != GRAFT_OK) goto fail;
+    if ((rc = pick_backend(g, err)) != GRAFT_OK) goto fail;
+    if ((rc = g->be->open(g->m, &g->b, err)) != GRAFT_OK) goto fail;
     if ((rc = setup_names(g, cfg, err)) != GRAFT_OK) goto fail;
     json_int_t ctx = json_integer_value(json_object_get(json_object_get(cfg, "model"), "context_length"));
     g->max_ctx = g->o.max_context > 0 ? g->o.max_context : ctx > 0 && ctx < 4096 ? (int)ctx : 4096;
@@ -379,8 +407,8 @@ graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, 
         free(g->pos_buf);
         g->ids_buf = g->mask_buf = g->pos_buf = NULL;
         for (size_t l = 0; l < g->n_kv; l++) {
-            free(g->kv[l].buf[0]);
-            free(g->kv[l].buf[1]);
+            g->be->mfree(g->b, g->kv[l].buf[0]);
+            g->be->mfree(g->b, g->kv[l].buf[1]);
             g->kv[l].buf[0] = g->kv[l].buf[1] = NULL;
             g->kv[l].cap[0] = g->kv[l].cap[1] = 0;
             g->kv[l].len = 0;
@@ -401,9 +429,9 @@ fail:
 void graft_generator_free(graft_generator *g)
 {
     if (!g) return;
-    for (size_t l = 0; l < g->n_kv; l++) {
-        free(g->kv[l].buf[0]);
-        free(g->kv[l].buf[1]);
+    for (size_t l = 0; l < g->n_kv && g->b; l++) {
+        g->be->mfree(g->b, g->kv[l].buf[0]);
+        g->be->mfree(g->b, g->kv[l].buf[1]);
     }
     free(g->kv);
     free(g->eos);
@@ -413,7 +441,8 @@ void graft_generator_free(graft_generator *g)
     free(g->logits);
     free(g->order);
     free(g->probs);
-    graft_session_free(g->s);
+    free(g->lrow);
+    if (g->b) g->be->free(g->b);
     graft_model_free(g->m);
     free(g->dir);
     free(g->model_path);
@@ -515,3 +544,13 @@ size_t graft_generator_length(const graft_generator *g) { return g->len; }
 int graft_generator_max_context(const graft_generator *g) { return g->max_ctx; }
 const graft_gen_timings *graft_generator_timings(const graft_generator *g) { return &g->t; }
 const char *graft_generator_dir(const graft_generator *g) { return g->dir; }
+const char *graft_generator_device(const graft_generator *g) { return g->be->name; }
+
+const char *graft_generator_device_info(const graft_generator *g, const char **fallbacks, size_t *n_fallback)
+{
+    size_t n = 0;
+    const char *f = g->be->fallbacks(g->b, &n);
+    if (fallbacks) *fallbacks = f;
+    if (n_fallback) *n_fallback = n;
+    return g->be->describe(g->b);
+}

@@ -1,0 +1,57 @@
+/* The backend interface between the decode loop (runtime/generate.c) and
+ * what runs the graph: the CPU session (runtime/backend_cpu.c) or the CUDA
+ * executor (runtime/cuda/, linked only into programs built with CUDA).
+ * Prefix rt_backend.
+ *
+ * "Backend memory" is memory the backend's kernels read and write: host
+ * memory for the CPU, device memory for CUDA. The generator keeps the KV
+ * cache there and never touches it directly; it reads logits back through
+ * `read`. Sampling, EOS and timings stay in the generator. */
+#ifndef GRAFT_RUNTIME_BACKEND_H
+#define GRAFT_RUNTIME_BACKEND_H
+
+#include <stddef.h>
+
+#include "graft.h"
+
+typedef struct rt_backend rt_backend;
+
+typedef struct rt_backend_vt {
+    const char *name; /* "cpu", "cuda" */
+    /* Nonzero when the backend can run here (a GPU is visible). */
+    int (*available)(void);
+    /* Binds the model's graph (borrowed; must outlive the backend). */
+    graft_status (*open)(graft_model *m, rt_backend **out, graft_error *err);
+    void (*free)(rt_backend *b); /* NULL: no-op */
+    /* Backend memory, owned by the caller (mfree; NULL is a no-op). */
+    graft_status (*alloc)(rt_backend *b, size_t bytes, void **out, graft_error *err);
+    void (*mfree)(rt_backend *b, void *p);
+    graft_status (*zero)(rt_backend *b, void *p, size_t bytes, graft_error *err);
+    /* Sets a graph input; a->data is host memory, or backend memory when
+     * on_backend. Borrowed until the next run returns. */
+    graft_status (*set_input)(rt_backend *b, const char *name, const graft_array *a, int on_backend,
+                              graft_error *err);
+    graft_status (*run)(rt_backend *b, graft_error *err);
+    /* Output `name` after a run: shape, dtype, data in backend memory
+     * (borrowed until the next run). 0 when unknown or absent. May have to
+     * move the value into backend memory first (a fallback op made it). */
+    int (*output)(rt_backend *b, const char *name, graft_array *a);
+    /* Ping-pong as graft_session_swap_output, in backend memory. */
+    int (*swap_output)(rt_backend *b, const char *name, void **buf, size_t *cap);
+    graft_status (*reserve_output)(rt_backend *b, const char *name, size_t bytes, graft_error *err);
+    /* Backend memory to backend memory, and backend memory to host. */
+    graft_status (*copy)(rt_backend *b, void *dst, const void *src, size_t bytes, graft_error *err);
+    graft_status (*read)(rt_backend *b, void *dst, const void *src, size_t bytes, graft_error *err);
+    /* One line on where it runs ("NVIDIA H200, ..."); borrowed. */
+    const char *(*describe)(rt_backend *b);
+    /* Fallback report: how many nodes run on the host although the backend
+     * is not the host, and a list "Op (count), ..." of them; borrowed. */
+    const char *(*fallbacks)(rt_backend *b, size_t *count);
+} rt_backend_vt;
+
+extern const rt_backend_vt rt_backend_cpu;
+/* Present only in programs linked with the CUDA archive (weak: NULL
+ * otherwise; see mk/cuda.mk). */
+extern const rt_backend_vt rt_backend_cuda __attribute__((weak));
+
+#endif

@@ -1,0 +1,769 @@
+/* The CUDA executor: the backend behind --device cuda. Binds every node to
+ * its CPU kernel (as the session does) and, where runtime/cuda/ops.c has a
+ * device implementation that accepts it, places it on the device; the
+ * placement is fixed by the first run (the planning step). Small integer
+ * and boolean shape and mask computations stay on host kernels; values
+ * cross between host and device only where a placement boundary is
+ * crossed, and weights are uploaded once, on first use. Views (Reshape,
+ * Squeeze, Unsqueeze, Flatten, Identity) share their input's buffers. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cuda/cuexec.h"
+
+#define xerr rt_seterr
+
+graft_status cx_cuda_err(const cx_node *cn, graft_error *err, cudaError_t e, const char *what)
+{
+    graft_status code = e == cudaErrorMemoryAllocation ? GRAFT_ENOMEM : GRAFT_EIO;
+    if (cn) return rt_err(&cn->n, err, code, "%s: %s", what, cudaGetErrorString(e));
+    return xerr(err, code, "CUDA: %s: %s", what, cudaGetErrorString(e));
+}
+
+#define CX_CUDA(call, what)                                                  \
+    do {                                                                     \
+        cudaError_t cx_e_ = (call);                                          \
+        if (cx_e_ != cudaSuccess) return cx_cuda_err(NULL, err, cx_e_, what); \
+    } while (0)
+
+static bool grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return true;
+    size_t nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    void *p = realloc(*arr, nc * elem);
+    if (!p) return false;
+    *arr = p;
+    *cap = nc;
+    return true;
+}
+
+static graft_status nomem(graft_error *err, const char *what)
+{
+    return xerr(err, GRAFT_ENOMEM, "out of memory (%s)", what);
+}
+
+/* ------------------------------------------------------------ values */
+
+static cx_val *root(cx_val *v)
+{
+    while (v->base) v = v->base;
+    return v;
+}
+
+static graft_status dev_reserve(cx_val *v, size_t bytes, graft_error *err)
+{
+    if (v->dcap >= bytes && v->d) return GRAFT_OK;
+    if (!v->dcap) v->d = NULL;
+    size_t alloc = (bytes + 255) / 256 * 256;
+    if (!alloc) alloc = 256;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, alloc);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return xerr(err, e == cudaErrorMemoryAllocation ? GRAFT_ENOMEM : GRAFT_EIO,
+                    "CUDA: %zu bytes of device memory: %s", alloc, cudaGetErrorString(e));
+    }
+    if (v->dcap) cudaFree(v->d);
+    v->d = p;
+    v->dcap = alloc;
+    return GRAFT_OK;
+}
+
+graft_status cx_to_dev(cx_exec *x, cx_val *v, graft_error *err)
+{
+    if (v->on_dev) return GRAFT_OK;
+    if (v->base) {
+        cx_val *r = root(v);
+        graft_status rc = cx_to_dev(x, r, err);
+        if (rc) return rc;
+        v->d = r->d;
+        v->dcap = 0;
+        v->on_dev = true;
+        return GRAFT_OK;
+    }
+    if (!v->t.present) return xerr(err, GRAFT_EINVAL, "CUDA executor: a value without data was read");
+    if (!v->on_host) return xerr(err, GRAFT_EINVAL, "CUDA executor: a value was read before it was computed");
+    graft_status rc = dev_reserve(v, v->t.nbytes, err);
+    if (rc) return rc;
+    if (v->t.nbytes) CX_CUDA(cudaMemcpyAsync(v->d, v->t.data, v->t.nbytes, cudaMemcpyHostToDevice, x->stream), "upload");
+    v->on_dev = true;
+    return GRAFT_OK;
+}
+
+static graft_status host_reserve(cx_val *v, size_t bytes, graft_error *err)
+{
+    if (!v->t.cap) v->t.data = NULL;
+    if (v->t.cap >= bytes && v->t.data) return GRAFT_OK;
+    size_t alloc = (bytes + 63) / 64 * 64;
+    if (!alloc) alloc = 64;
+    void *p = aligned_alloc(64, alloc);
+    if (!p) return nomem(err, "host copy of a device value");
+    if (v->t.cap) free(v->t.data);
+    v->t.data = p;
+    v->t.cap = alloc;
+    return GRAFT_OK;
+}
+
+graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err)
+{
+    if (v->on_host) return GRAFT_OK;
+    if (v->base) {
+        cx_val *r = root(v);
+        graft_status rc = cx_to_host(x, r, err);
+        if (rc) return rc;
+        if (v->t.cap) free(v->t.data);
+        v->t.cap = 0;
+        v->t.data = r->t.data;
+        v->on_host = true;
+        return GRAFT_OK;
+    }
+    if (!v->t.present) return xerr(err, GRAFT_EINVAL, "CUDA executor: a value without data was read");
+    if (!v->on_dev) return xerr(err, GRAFT_EINVAL, "CUDA executor: a value was read before it was computed");
+    graft_status rc = host_reserve(v, v->t.nbytes, err);
+    if (rc) return rc;
+    if (v->t.nbytes) {
+        CX_CUDA(cudaMemcpyAsync(v->t.data, v->d, v->t.nbytes, cudaMemcpyDeviceToHost, x->stream), "download");
+        CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise for a host node");
+    }
+    v->on_host = true;
+    return GRAFT_OK;
+}
+
+cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_t *dims, graft_error *err)
+{
+    (void)x;
+    RT_ASSERT(i < cn->n.n_out);
+    cx_val *v = cx_v(cn->n.out[i]);
+    if (rank < 0 || rank > RT_MAX_RANK) {
+        rt_err(&cn->n, err, GRAFT_EUNSUPPORTED, "output %d of rank %d", i, rank);
+        return NULL;
+    }
+    uint64_t numel = 1;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < 0) {
+            rt_err(&cn->n, err, GRAFT_EINVAL, "output %d: negative dimension", i);
+            return NULL;
+        }
+        numel *= (uint64_t)dims[d];
+    }
+    v->t.dtype = dtype;
+    v->t.rank = rank;
+    memcpy(v->t.dims, dims, (size_t)rank * sizeof *dims);
+    v->t.numel = numel;
+    v->t.nbytes = (size_t)numel * rt_dtype_size(dtype);
+    v->t.present = true;
+    v->base = NULL;
+    if (dev_reserve(v, v->t.nbytes, err) != GRAFT_OK) return NULL;
+    v->on_dev = true;
+    v->on_host = false;
+    return v;
+}
+
+/* ------------------------------------------------------------ binding */
+
+static size_t value_slot(cx_exec *x, const char *name)
+{
+    size_t i = name ? (size_t)(uintptr_t)ox_map_get(&x->idx, name) : 0;
+    if (i) return i - 1;
+    if (!grow((void **)&x->vals, &x->cap_vals, x->n_vals + 1, sizeof *x->vals)) return SIZE_MAX;
+    cx_val *v = calloc(1, sizeof *v);
+    if (!v) return SIZE_MAX;
+    if (name && !ox_map_put(&x->idx, name, (void *)(uintptr_t)(x->n_vals + 1))) {
+        free(v);
+        return SIZE_MAX;
+    }
+    x->vals[x->n_vals] = v;
+    return x->n_vals++;
+}
+
+static graft_status bind_initializer(cx_exec *x, graft_tensor *gt, graft_error *err)
+{
+    size_t vi = value_slot(x, graft_tensor_name(gt));
+    if (vi == SIZE_MAX) return nomem(err, "values");
+    cx_val *v = x->vals[vi];
+    rt_tensor *t = &v->t;
+    int rank = graft_tensor_rank(gt);
+    if (rank > RT_MAX_RANK)
+        return xerr(err, GRAFT_EUNSUPPORTED, "initializer '%s': rank %d over %d", graft_tensor_name(gt), rank,
+                    RT_MAX_RANK);
+    t->dtype = graft_tensor_dtype(gt);
+    t->rank = rank;
+    memcpy(t->dims, graft_tensor_dims(gt), (size_t)rank * sizeof(int64_t));
+    t->numel = graft_tensor_numel(gt);
+    t->nbytes = (size_t)graft_tensor_nbytes(gt);
+    t->cap = 0;
+    v->sticky = true;
+    if (t->dtype == GRAFT_DTYPE_STRING || graft_dtype_bits(t->dtype) == 0) {
+        t->present = false;
+        return GRAFT_OK;
+    }
+    const void *d = graft_tensor_data(gt);
+    if (!d && t->nbytes) {
+        void *buf = malloc(t->nbytes);
+        if (!buf || !grow((void **)&x->consts, &x->cap_consts, x->n_consts + 1, sizeof *x->consts)) {
+            free(buf);
+            return nomem(err, "initializer");
+        }
+        x->consts[x->n_consts++] = buf;
+        graft_status rc = graft_tensor_read(gt, buf, t->nbytes, err);
+        if (rc != GRAFT_OK) return rc;
+        d = buf;
+    }
+    t->data = (void *)d;
+    t->present = true;
+    v->on_host = true;
+    return GRAFT_OK;
+}
+
+static void cx_free(rt_backend *b);
+
+static int cx_available(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+
+static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
+{
+    *out = NULL;
+    graft_status rc = GRAFT_OK;
+    cx_exec *x = calloc(1, sizeof *x);
+    if (!x) return nomem(err, "CUDA executor");
+    x->m = m;
+    x->g = graft_model_graph(m);
+    graft_graph *g = x->g;
+    const char *chk = getenv("GRAFT_CUDA_CHECK");
+    x->check = chk && *chk && strcmp(chk, "0") != 0;
+    cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        rc = cx_cuda_err(NULL, err, e, "stream");
+        goto fail;
+    }
+    if ((rc = gops_blas_create(&x->blas, err)) != GRAFT_OK) goto fail;
+    {
+        struct cudaDeviceProp p;
+        int dev = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess)
+            snprintf(x->desc, sizeof x->desc, "%s, sm_%d%d, %d SMs, %.0f GiB", p.name, p.major, p.minor,
+                     p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
+        else
+            snprintf(x->desc, sizeof x->desc, "CUDA device");
+    }
+    x->n_in = graft_graph_input_count(g);
+    x->in_idx = calloc(x->n_in + 1, sizeof *x->in_idx);
+    x->in_info = calloc(x->n_in + 1, sizeof *x->in_info);
+    x->in_has_default = calloc(x->n_in + 1, sizeof *x->in_has_default);
+    if (!x->in_idx || !x->in_info || !x->in_has_default) goto oom;
+    for (size_t i = 0; i < x->n_in; i++) {
+        graft_graph_input(g, i, &x->in_info[i]);
+        if ((x->in_idx[i] = value_slot(x, x->in_info[i].name)) == SIZE_MAX) goto oom;
+    }
+    for (size_t i = 0; i < graft_graph_initializer_count(g); i++)
+        if ((rc = bind_initializer(x, graft_graph_initializer(g, i), err)) != GRAFT_OK) goto fail;
+    for (size_t i = 0; i < x->n_in; i++) {
+        x->in_has_default[i] = graft_graph_find_initializer(g, x->in_info[i].name) != NULL;
+        if (!x->in_has_default[i]) x->vals[x->in_idx[i]]->is_input = true;
+    }
+    x->n_nodes = graft_graph_node_count(g);
+    x->nodes = calloc(x->n_nodes + 1, sizeof *x->nodes);
+    if (!x->nodes) goto oom;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *cn = &x->nodes[i];
+        rt_node *n = &cn->n;
+        graft_node *src = graft_graph_node(g, i);
+        n->src = src;
+        n->g = g;
+        const char *dom = graft_node_domain(src), *op = graft_node_op_type(src);
+        int64_t ver = graft_model_opset_version(m, dom);
+        if (ver < 0 && *dom) ver = 1;
+        n->opset = ver;
+        n->k = rt_kernel_find(dom, op, ver);
+        if (!n->k || graft_node_subgraph_count(src) > 0) {
+            rc = xerr(err, GRAFT_EUNSUPPORTED, "%s: node '%s' (%s%s%s, opset %lld) has no kernel", graft_model_path(m),
+                      graft_node_name(src), dom, *dom ? "::" : "", op, (long long)ver);
+            goto fail;
+        }
+        for (const cx_op *o = cx_ops; o->op; o++)
+            if (!strcmp(o->domain, dom) && !strcmp(o->op, op)) cn->dop = o;
+        n->n_in = (int)graft_node_input_count(src);
+        n->n_out = (int)graft_node_output_count(src);
+        n->in = calloc((size_t)n->n_in + 1, sizeof *n->in);
+        n->out = calloc((size_t)n->n_out + 1, sizeof *n->out);
+        if (!n->in || !n->out) goto oom;
+        for (int j = 0; j < n->n_in; j++) {
+            const char *name = graft_node_input(src, (size_t)j);
+            if (!*name) continue;
+            size_t vi = (size_t)(uintptr_t)ox_map_get(&x->idx, name);
+            if (!vi) {
+                rc = xerr(err, GRAFT_EINVAL, "%s: node '%s' (%s) reads '%s', which nothing before it provides",
+                          graft_model_path(m), graft_node_name(src), op, name);
+                goto fail;
+            }
+            n->in[j] = &x->vals[vi - 1]->t;
+        }
+        for (int j = 0; j < n->n_out; j++) {
+            const char *name = graft_node_output(src, (size_t)j);
+            size_t vi = value_slot(x, *name ? name : NULL);
+            if (vi == SIZE_MAX) goto oom;
+            n->out[j] = &x->vals[vi]->t;
+        }
+        if (n->k->init && (rc = n->k->init(n, err)) != GRAFT_OK) goto fail;
+    }
+    x->n_out = graft_graph_output_count(g);
+    x->out_idx = calloc(x->n_out + 1, sizeof *x->out_idx);
+    x->out_names = calloc(x->n_out + 1, sizeof *x->out_names);
+    if (!x->out_idx || !x->out_names) goto oom;
+    for (size_t i = 0; i < x->n_out; i++) {
+        graft_value_info vi;
+        graft_graph_output(g, i, &vi);
+        x->out_names[i] = vi.name;
+        size_t k = (size_t)(uintptr_t)ox_map_get(&x->idx, vi.name);
+        if (!k) {
+            rc = xerr(err, GRAFT_EINVAL, "%s: graph output '%s' is produced by nothing", graft_model_path(m), vi.name);
+            goto fail;
+        }
+        x->out_idx[i] = k - 1;
+    }
+    *out = (rt_backend *)x;
+    return GRAFT_OK;
+oom:
+    rc = nomem(err, "CUDA executor");
+fail:
+    cx_free((rt_backend *)x);
+    return rc;
+}
+
+static void cx_free(rt_backend *b)
+{
+    cx_exec *x = (cx_exec *)b;
+    if (!x) return;
+    if (x->stream) cudaStreamSynchronize(x->stream);
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        rt_node *n = &x->nodes[i].n;
+        if (n->k && n->k->fini) n->k->fini(n);
+        else free(n->state);
+        free(n->in);
+        free(n->out);
+    }
+    free(x->nodes);
+    for (size_t i = 0; i < x->n_vals; i++) {
+        cx_val *v = x->vals[i];
+        if (v->t.cap) free(v->t.data);
+        if (v->dcap) cudaFree(v->d);
+        free(v);
+    }
+    free(x->vals);
+    for (size_t i = 0; i < x->n_consts; i++) free(x->consts[i]);
+    free(x->consts);
+    ox_map_free(&x->idx);
+    free(x->in_idx);
+    free(x->in_info);
+    free(x->in_has_default);
+    free(x->out_idx);
+    free(x->out_names);
+    free(x->fb);
+    gops_blas_free(x->blas);
+    if (x->stream) cudaStreamDestroy(x->stream);
+    free(x);
+}
+
+/* ------------------------------------------------------------ running */
+
+static bool is_view_op(const rt_node *n)
+{
+    const char *op = rt_node_op(n);
+    return !*graft_node_domain(n->src) && (!strcmp(op, "Reshape") || !strcmp(op, "Squeeze") ||
+                                           !strcmp(op, "Unsqueeze") || !strcmp(op, "Flatten") ||
+                                           !strcmp(op, "Identity"));
+}
+
+static bool is_meta_op(const rt_node *n)
+{
+    const char *op = rt_node_op(n);
+    return !*graft_node_domain(n->src) && (!strcmp(op, "Shape") || !strcmp(op, "Size"));
+}
+
+static void place(cx_exec *x, cx_node *cn)
+{
+    rt_node *n = &cn->n;
+    if (is_meta_op(n)) cn->place = CX_META;
+    else if (is_view_op(n)) cn->place = CX_VIEW;
+    else if (cn->dop && cn->dop->accept(x, cn)) cn->place = CX_DEVICE;
+    else cn->place = CX_HOST;
+}
+
+static graft_status run_host(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    rt_node *n = &cn->n;
+    graft_status rc;
+    if (cn->place != CX_META)
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] && n->in[j]->present && (rc = cx_to_host(x, cx_v(n->in[j]), err)) != GRAFT_OK) return rc;
+    for (int j = 0; j < n->n_out; j++) {
+        cx_val *v = cx_v(n->out[j]);
+        if (v->base) { /* was a view: its host pointer is not its own */
+            if (!v->t.cap) v->t.data = NULL;
+            v->base = NULL;
+        }
+    }
+    if ((rc = n->k->run(n, err)) != GRAFT_OK) return rc;
+    for (int j = 0; j < n->n_out; j++) {
+        cx_val *v = cx_v(n->out[j]);
+        v->on_host = v->t.present;
+        v->on_dev = false;
+    }
+    return GRAFT_OK;
+}
+
+static graft_status run_view(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    rt_node *n = &cn->n;
+    graft_status rc;
+    /* shape-giving inputs (Reshape's shape, Squeeze's axes) are read on the host */
+    for (int j = 1; j < n->n_in; j++)
+        if (n->in[j] && n->in[j]->present && (rc = cx_to_host(x, cx_v(n->in[j]), err)) != GRAFT_OK) return rc;
+    cx_val *in = cx_in(cn, 0);
+    if (!in) return n->k->run(n, err); /* the kernel reports it */
+    if ((rc = n->k->run(n, err)) != GRAFT_OK) return rc;
+    cx_val *o = cx_v(n->out[0]);
+    cx_val *r = root(in);
+    if (o->t.cap) { /* the kernel made a view, so nothing is owned here */
+        free(o->t.data);
+        o->t.cap = 0;
+    }
+    if (o->dcap) {
+        cudaFree(o->d);
+        o->dcap = 0;
+    }
+    o->base = r;
+    o->on_host = r->on_host;
+    o->t.data = r->on_host ? r->t.data : NULL;
+    o->on_dev = r->on_dev;
+    o->d = r->on_dev ? r->d : NULL;
+    return GRAFT_OK;
+}
+
+static float as_float(int dtype, const void *p, uint64_t i)
+{
+    switch (dtype) {
+    case GRAFT_DTYPE_FLOAT: return ((const float *)p)[i];
+    case GRAFT_DTYPE_FLOAT16: return rt_f16_to_f32(((const uint16_t *)p)[i]);
+    case GRAFT_DTYPE_BFLOAT16: return rt_bf16_to_f32(((const uint16_t *)p)[i]);
+    case GRAFT_DTYPE_INT64: return (float)((const int64_t *)p)[i];
+    case GRAFT_DTYPE_INT32: return (float)((const int32_t *)p)[i];
+    case GRAFT_DTYPE_BOOL: return (float)((const uint8_t *)p)[i];
+    default: return 0.0f;
+    }
+}
+
+/* GRAFT_CUDA_CHECK: runs the node's CPU kernel on host copies of its inputs
+ * and compares every output with the device's. */
+static graft_status check_node(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    rt_node *n = &cn->n;
+    graft_status rc = GRAFT_OK;
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] && n->in[j]->present && (rc = cx_to_host(x, cx_v(n->in[j]), err)) != GRAFT_OK) return rc;
+    rt_tensor *tmp = calloc((size_t)n->n_out + 1, sizeof *tmp);
+    rt_tensor **saved = calloc((size_t)n->n_out + 1, sizeof *saved);
+    void *dev = NULL;
+    if (!tmp || !saved) {
+        rc = nomem(err, "check");
+        goto done;
+    }
+    for (int j = 0; j < n->n_out; j++) {
+        saved[j] = n->out[j];
+        n->out[j] = &tmp[j];
+    }
+    rc = n->k->run(n, err);
+    for (int j = 0; j < n->n_out; j++) n->out[j] = saved[j];
+    if (rc) goto done;
+    for (int j = 0; j < n->n_out; j++) {
+        cx_val *v = cx_v(saved[j]);
+        if (!tmp[j].present || !v->t.present || !*graft_node_output(n->src, (size_t)j)) continue;
+        if (tmp[j].numel != v->t.numel || tmp[j].dtype != v->t.dtype) {
+            rc = rt_err(n, err, GRAFT_EIO, "GRAFT_CUDA_CHECK: output %d: device gives %llu x %s, CPU %llu x %s", j,
+                        (unsigned long long)v->t.numel, graft_dtype_name(v->t.dtype),
+                        (unsigned long long)tmp[j].numel, graft_dtype_name(tmp[j].dtype));
+            goto done;
+        }
+        free(dev);
+        dev = malloc(v->t.nbytes + 8);
+        if (!dev) {
+            rc = nomem(err, "check");
+            goto done;
+        }
+        if (v->t.nbytes) {
+            cudaError_t e = cudaMemcpyAsync(dev, root(v)->d, v->t.nbytes, cudaMemcpyDeviceToHost, x->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(x->stream);
+            if (e != cudaSuccess) {
+                rc = cx_cuda_err(cn, err, e, "check download");
+                goto done;
+            }
+        }
+        double worst = 0;
+        uint64_t at = 0;
+        double tol = v->t.dtype == GRAFT_DTYPE_FLOAT ? 1e-3 : 2e-2;
+        for (uint64_t i = 0; i < v->t.numel; i++) {
+            float a = as_float(v->t.dtype, dev, i), c = as_float(v->t.dtype, tmp[j].data, i);
+            double d = (a == c) ? 0 : fabs((double)a - c) / (1.0 + fabs((double)c));
+            if (a != a || c != c) d = (a != a) == (c != c) ? 0 : 1e30;
+            if (d > worst) worst = d, at = i;
+        }
+        if (worst > tol) {
+            rc = rt_err(n, err, GRAFT_EIO, "GRAFT_CUDA_CHECK: output %d differs from the CPU kernel by %.3g "
+                        "(relative) at element %llu: device %g, CPU %g", j, worst, (unsigned long long)at,
+                        (double)as_float(v->t.dtype, dev, at), (double)as_float(v->t.dtype, tmp[j].data, at));
+            goto done;
+        }
+    }
+done:
+    for (int j = 0; tmp && j < n->n_out; j++)
+        if (tmp[j].cap) free(tmp[j].data);
+    free(tmp);
+    free(saved);
+    free(dev);
+    return rc;
+}
+
+/* A node whose float outputs a host kernel makes on a GPU run. */
+static bool is_fallback(const cx_node *cn)
+{
+    if (cn->place != CX_HOST || !strcmp(rt_node_op(&cn->n), "Constant")) return false;
+    for (int j = 0; j < cn->n.n_out; j++)
+        if (cn->n.out[j]->present && cx_is_float(cn->n.out[j]->dtype)) return true;
+    return false;
+}
+
+static void fallback_report(cx_exec *x)
+{
+    size_t len = 0, cap = 0;
+    char *s = NULL;
+    x->n_fb = 0;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *cn = &x->nodes[i];
+        if (!is_fallback(cn)) continue;
+        x->n_fb++;
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = is_fallback(&x->nodes[k]) && !strcmp(rt_node_op(&x->nodes[k].n), rt_node_op(&cn->n));
+        if (seen) continue;
+        size_t cnt = 0;
+        for (size_t k = i; k < x->n_nodes; k++)
+            cnt += is_fallback(&x->nodes[k]) && !strcmp(rt_node_op(&x->nodes[k].n), rt_node_op(&cn->n));
+        char item[160];
+        int w = snprintf(item, sizeof item, "%s%s (%zu)", len ? ", " : "", rt_node_op(&cn->n), cnt);
+        if (w > 0 && grow((void **)&s, &cap, len + (size_t)w + 1, 1)) {
+            memcpy(s + len, item, (size_t)w + 1);
+            len += (size_t)w;
+        }
+    }
+    free(x->fb);
+    x->fb = s;
+}
+
+static graft_status cx_run(rt_backend *b, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    graft_status rc;
+    for (size_t i = 0; i < x->n_in; i++)
+        if (!x->vals[x->in_idx[i]]->t.present && !x->in_has_default[i])
+            return xerr(err, GRAFT_EINVAL, "input '%s' was not set", x->in_info[i].name);
+    for (size_t i = 0; i < x->n_vals; i++) {
+        cx_val *v = x->vals[i];
+        if (!v->sticky && !v->is_input) v->on_host = v->on_dev = false;
+    }
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *cn = &x->nodes[i];
+        if (cn->const_done) continue;
+        if (!cn->place) place(x, cn);
+        switch (cn->place) {
+        case CX_VIEW: rc = run_view(x, cn, err); break;
+        case CX_DEVICE:
+            for (int j = 0; j < cn->n.n_out; j++) cx_v(cn->n.out[j])->base = NULL;
+            rc = cn->dop->run(x, cn, err);
+            if (rc == GRAFT_EUNSUPPORTED && !x->placed) { /* a shape the device op does not take */
+                cn->place = CX_HOST;
+                rc = run_host(x, cn, err);
+            } else if (rc == GRAFT_OK && x->check) {
+                rc = check_node(x, cn, err);
+            }
+            break;
+        default: rc = run_host(x, cn, err); break;
+        }
+        if (rc != GRAFT_OK) return rc;
+        if (!strcmp(rt_node_op(&cn->n), "Constant") && !*graft_node_domain(cn->n.src)) {
+            cn->const_done = true;
+            for (int j = 0; j < cn->n.n_out; j++) cx_v(cn->n.out[j])->sticky = true;
+        }
+    }
+    if (!x->placed) {
+        x->placed = true;
+        fallback_report(x);
+    }
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ the backend interface */
+
+static cx_val *output_val(cx_exec *x, const char *name)
+{
+    for (size_t i = 0; i < x->n_out; i++)
+        if (!strcmp(x->out_names[i], name)) return x->vals[x->out_idx[i]];
+    return NULL;
+}
+
+static graft_status cx_alloc(rt_backend *b, size_t bytes, void **out, graft_error *err)
+{
+    *out = NULL;
+    cudaError_t e = cudaMalloc(out, bytes ? bytes : 256);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        *out = NULL;
+        return xerr(err, e == cudaErrorMemoryAllocation ? GRAFT_ENOMEM : GRAFT_EIO,
+                    "CUDA: %zu bytes of device memory: %s", bytes, cudaGetErrorString(e));
+    }
+    return GRAFT_OK;
+}
+
+static void cx_mfree(rt_backend *b, void *p)
+{
+    if (p) cudaFree(p);
+}
+
+static graft_status cx_zero(rt_backend *b, void *p, size_t bytes, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    if (bytes) CX_CUDA(cudaMemsetAsync(p, 0, bytes, x->stream), "memset");
+    return GRAFT_OK;
+}
+
+static graft_status cx_set_input(rt_backend *b, const char *name, const graft_array *a, int on_backend,
+                                 graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    size_t i = 0;
+    while (i < x->n_in && strcmp(x->in_info[i].name, name) != 0) i++;
+    if (i == x->n_in) return xerr(err, GRAFT_EINVAL, "%s: the graph has no input '%s'", graft_model_path(x->m), name);
+    const graft_value_info *vi = &x->in_info[i];
+    if (vi->dtype && vi->dtype != a->dtype)
+        return xerr(err, GRAFT_EINVAL, "input '%s': dtype %s given, the graph expects %s", name,
+                    graft_dtype_name(a->dtype), graft_dtype_name(vi->dtype));
+    if (a->rank < 0 || a->rank > RT_MAX_RANK || (vi->rank >= 0 && vi->rank != a->rank))
+        return xerr(err, GRAFT_EINVAL, "input '%s': rank %d given", name, a->rank);
+    uint64_t numel = 1;
+    for (int d = 0; d < a->rank; d++) {
+        if (a->dims[d] < 0) return xerr(err, GRAFT_EINVAL, "input '%s': negative dimension %d", name, d);
+        if (vi->rank >= 0 && d < GRAFT_MAX_RANK && vi->dims[d].value >= 0 && vi->dims[d].value != a->dims[d])
+            return xerr(err, GRAFT_EINVAL, "input '%s': dimension %d is %lld, the graph fixes it at %lld", name, d,
+                        (long long)a->dims[d], (long long)vi->dims[d].value);
+        numel *= (uint64_t)a->dims[d];
+    }
+    int ovf = 0;
+    uint64_t nb = graft_dtype_nbytes(a->dtype, numel, &ovf);
+    if (ovf || nb != a->nbytes)
+        return xerr(err, GRAFT_EINVAL, "input '%s': %zu bytes given, shape and dtype need %llu", name, a->nbytes,
+                    (unsigned long long)nb);
+    cx_val *v = x->vals[x->in_idx[i]];
+    rt_tensor *t = &v->t;
+    t->dtype = a->dtype;
+    t->rank = a->rank;
+    memcpy(t->dims, a->dims, (size_t)a->rank * sizeof *a->dims);
+    t->numel = numel;
+    t->nbytes = (size_t)nb;
+    t->present = true;
+    v->base = NULL;
+    if (on_backend) {
+        if (!t->cap) t->data = NULL;
+        if (v->dcap) cudaFree(v->d);
+        v->dcap = 0;
+        v->d = a->data;
+        v->on_dev = true;
+        v->on_host = false;
+    } else {
+        if (t->cap) free(t->data);
+        t->cap = 0;
+        t->data = a->data;
+        v->on_host = true;
+        v->on_dev = false;
+    }
+    return GRAFT_OK;
+}
+
+static int cx_output(rt_backend *b, const char *name, graft_array *a)
+{
+    cx_exec *x = (cx_exec *)b;
+    cx_val *v = output_val(x, name);
+    if (!v || !v->t.present) return 0;
+    graft_error e;
+    if (cx_to_dev(x, v, &e) != GRAFT_OK) return 0;
+    memset(a, 0, sizeof *a);
+    a->dtype = v->t.dtype;
+    a->rank = v->t.rank;
+    memcpy(a->dims, v->t.dims, (size_t)v->t.rank * sizeof *v->t.dims);
+    a->data = v->d;
+    a->nbytes = v->t.nbytes;
+    return 1;
+}
+
+static int cx_swap(rt_backend *b, const char *name, void **buf, size_t *cap)
+{
+    cx_exec *x = (cx_exec *)b;
+    cx_val *v = output_val(x, name);
+    graft_error e;
+    if (!v || !v->t.present || cx_to_dev(x, v, &e) != GRAFT_OK || !v->dcap || v->base) return 0;
+    void *d = v->d;
+    size_t c = v->dcap;
+    v->d = *buf;
+    v->dcap = *buf ? *cap : 0;
+    *buf = d;
+    *cap = c;
+    v->on_dev = v->on_host = false;
+    return 1;
+}
+
+static graft_status cx_reserve(rt_backend *b, const char *name, size_t bytes, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    cx_val *v = output_val(x, name);
+    if (!v) return xerr(err, GRAFT_EINVAL, "no output '%s'", name);
+    if (v->base) return GRAFT_OK;
+    return dev_reserve(v, bytes, err);
+}
+
+static graft_status cx_copy(rt_backend *b, void *dst, const void *src, size_t bytes, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    if (bytes) CX_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, x->stream), "copy");
+    return GRAFT_OK;
+}
+
+static graft_status cx_read(rt_backend *b, void *dst, const void *src, size_t bytes, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    if (bytes) CX_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, x->stream), "read back");
+    CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise");
+    return GRAFT_OK;
+}
+
+static const char *cx_describe(rt_backend *b) { return ((cx_exec *)b)->desc; }
+
+static const char *cx_fallbacks(rt_backend *b, size_t *count)
+{
+    cx_exec *x = (cx_exec *)b;
+    *count = x->n_fb;
+    return x->fb ? x->fb : "";
+}
+
+const rt_backend_vt rt_backend_cuda = {
+    "cuda",  cx_available, cx_open, cx_free,    cx_alloc, cx_mfree,    cx_zero,     cx_set_input,
+    cx_run,  cx_output,    cx_swap, cx_reserve, cx_copy,  cx_read,     cx_describe, cx_fallbacks,
+};

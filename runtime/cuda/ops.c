@@ -1,0 +1,713 @@
+/* Device implementations of the ops the CUDA executor places on the GPU:
+ * shape logic here on the host, arithmetic in kernels/cuda (gcuda.h,
+ * gcuda_ops.h). Each accept() looks at dtypes and attributes only; sizes a
+ * kernel cannot take make run() return GRAFT_EUNSUPPORTED at the planning
+ * step, which sends the node to its CPU kernel for good. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kcommon.h"
+#include "runtime/cuda/cuexec.h"
+
+#define UNSUP(cn, ...) rt_err(&(cn)->n, err, GRAFT_EUNSUPPORTED, __VA_ARGS__)
+#define OUT_OR_FAIL(v)                                   \
+    do {                                                 \
+        if (!(v)) return err->code ? err->code : GRAFT_EIO; \
+    } while (0)
+#define TRY(call)                                  \
+    do {                                           \
+        graft_status try_rc_ = (call);             \
+        if (try_rc_ != GRAFT_OK) return try_rc_;   \
+    } while (0)
+
+static gcuda_stream S(cx_exec *x) { return (gcuda_stream)x->stream; }
+
+static void contig(int rank, const int64_t *dims, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= dims[d];
+    }
+}
+
+/* Inputs [0, n) present, float and of one dtype. */
+static int floats(cx_node *cn, int n)
+{
+    rt_tensor *a = rt_in(&cn->n, 0);
+    if (!a || !cx_is_float(a->dtype)) return 0;
+    for (int i = 1; i < n; i++) {
+        rt_tensor *t = rt_in(&cn->n, i);
+        if (!t || t->dtype != a->dtype) return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+static int acc_binary(cx_exec *x, cx_node *cn) { return cn->n.n_out == 1 && floats(cn, 2); }
+
+static graft_status run_binary(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    const char *op = rt_node_op(&cn->n);
+    gops_binary_op bo = !strcmp(op, "Add")   ? GOPS_ADD
+                        : !strcmp(op, "Sub") ? GOPS_SUB
+                        : !strcmp(op, "Mul") ? GOPS_MUL
+                        : !strcmp(op, "Div") ? GOPS_DIV
+                        : !strcmp(op, "Pow") ? GOPS_POW
+                        : !strcmp(op, "Max") ? GOPS_MAX
+                                             : GOPS_MIN;
+    cx_val *a = cx_in(cn, 0), *b = cx_in(cn, 1);
+    gops_shape sh = {0};
+    int64_t od[RT_MAX_RANK];
+    if (!k_broadcast(a->t.rank, a->t.dims, b->t.rank, b->t.dims, &sh.rank, od))
+        return rt_err(&cn->n, err, GRAFT_EINVAL, "shapes do not broadcast");
+    if (sh.rank > GOPS_MAX_RANK) return UNSUP(cn, "rank %d", sh.rank);
+    memcpy(sh.dims, od, (size_t)sh.rank * sizeof *od);
+    k_bstrides(a->t.rank, a->t.dims, sh.rank, od, sh.st[0]);
+    k_bstrides(b->t.rank, b->t.dims, sh.rank, od, sh.st[1]);
+    TRY(cx_to_dev(x, a, err));
+    TRY(cx_to_dev(x, b, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, sh.rank, od, err);
+    OUT_OR_FAIL(y);
+    return gops_binary(bo, a->t.dtype, &sh, a->d, b->d, y->d, S(x), err);
+}
+
+static int acc_where(cx_exec *x, cx_node *cn)
+{
+    rt_tensor *c = rt_in(&cn->n, 0), *a = rt_in(&cn->n, 1), *b = rt_in(&cn->n, 2);
+    return c && a && b && c->dtype == GRAFT_DTYPE_BOOL && cx_is_float(a->dtype) && b->dtype == a->dtype;
+}
+
+static graft_status run_where(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *c = cx_in(cn, 0), *a = cx_in(cn, 1), *b = cx_in(cn, 2);
+    int r1, r;
+    int64_t d1[RT_MAX_RANK], od[RT_MAX_RANK];
+    if (!k_broadcast(c->t.rank, c->t.dims, a->t.rank, a->t.dims, &r1, d1) ||
+        !k_broadcast(r1, d1, b->t.rank, b->t.dims, &r, od))
+        return rt_err(&cn->n, err, GRAFT_EINVAL, "shapes do not broadcast");
+    if (r > GOPS_MAX_RANK) return UNSUP(cn, "rank %d", r);
+    gops_shape sh = {0};
+    sh.rank = r;
+    memcpy(sh.dims, od, (size_t)r * sizeof *od);
+    k_bstrides(c->t.rank, c->t.dims, r, od, sh.st[0]);
+    k_bstrides(a->t.rank, a->t.dims, r, od, sh.st[1]);
+    k_bstrides(b->t.rank, b->t.dims, r, od, sh.st[2]);
+    TRY(cx_to_dev(x, c, err));
+    TRY(cx_to_dev(x, a, err));
+    TRY(cx_to_dev(x, b, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
+    OUT_OR_FAIL(y);
+    return gops_where(a->t.dtype, &sh, c->d, a->d, b->d, y->d, S(x), err);
+}
+
+static int acc_unary(cx_exec *x, cx_node *cn)
+{
+    if (!floats(cn, 1)) return 0;
+    if (!strcmp(rt_node_op(&cn->n), "Clip")) {
+        if (cn->n.opset < 11) return 1;
+        for (int i = 1; i < 3; i++) {
+            rt_tensor *t = rt_in(&cn->n, i);
+            if (t && (t->numel != 1 || !cx_is_float(t->dtype))) return 0;
+        }
+    }
+    return 1;
+}
+
+static float scalar_f(cx_exec *x, cx_val *v, float def, graft_error *err, int *ok)
+{
+    *ok = 1;
+    if (!v) return def;
+    if (cx_to_host(x, v, err) != GRAFT_OK) {
+        *ok = 0;
+        return def;
+    }
+    switch (v->t.dtype) {
+    case GRAFT_DTYPE_FLOAT: return *(const float *)v->t.data;
+    case GRAFT_DTYPE_FLOAT16: return rt_f16_to_f32(*(const uint16_t *)v->t.data);
+    case GRAFT_DTYPE_BFLOAT16: return rt_bf16_to_f32(*(const uint16_t *)v->t.data);
+    default: *ok = 0; return def;
+    }
+}
+
+static graft_status run_unary(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    const char *op = rt_node_op(&cn->n);
+    float lo = -INFINITY, hi = INFINITY;
+    gops_unary_op u;
+    if (!strcmp(op, "Neg")) u = GOPS_NEG;
+    else if (!strcmp(op, "Sqrt")) u = GOPS_SQRT;
+    else if (!strcmp(op, "Tanh")) u = GOPS_TANH;
+    else if (!strcmp(op, "Sigmoid")) u = GOPS_SIGMOID;
+    else if (!strcmp(op, "Relu")) u = GOPS_RELU;
+    else if (!strcmp(op, "Exp")) u = GOPS_EXP;
+    else if (!strcmp(op, "Abs")) u = GOPS_ABS;
+    else if (!strcmp(op, "Reciprocal")) u = GOPS_RECIPROCAL;
+    else if (!strcmp(op, "Gelu")) {
+        char buf[16];
+        const char *ap = rt_attr_string(&cn->n, "approximate", buf, sizeof buf, "none");
+        if (!strcmp(ap, "tanh")) u = GOPS_GELU_TANH;
+        else if (!strcmp(ap, "none")) u = GOPS_GELU_ERF;
+        else return UNSUP(cn, "approximate '%s'", ap);
+    } else if (!strcmp(op, "Clip")) {
+        u = GOPS_CLIP;
+        if (cn->n.opset < 11) {
+            lo = rt_attr_float(&cn->n, "min", -INFINITY);
+            hi = rt_attr_float(&cn->n, "max", INFINITY);
+        } else {
+            int ok1, ok2;
+            lo = scalar_f(x, cx_in(cn, 1), -INFINITY, err, &ok1);
+            hi = scalar_f(x, cx_in(cn, 2), INFINITY, err, &ok2);
+            if (!ok1 || !ok2) return UNSUP(cn, "min/max");
+        }
+    } else {
+        return UNSUP(cn, "no device kernel");
+    }
+    cx_val *a = cx_in(cn, 0);
+    TRY(cx_to_dev(x, a, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
+    OUT_OR_FAIL(y);
+    return gops_unary(u, a->t.dtype, a->d, y->d, (int64_t)a->t.numel, lo, hi, S(x), err);
+}
+
+static int acc_cast(cx_exec *x, cx_node *cn)
+{
+    return floats(cn, 1) && cx_is_float((int)rt_attr_int(&cn->n, "to", 0));
+}
+
+static graft_status run_cast(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0);
+    int to = (int)rt_attr_int(&cn->n, "to", 0);
+    TRY(cx_to_dev(x, a, err));
+    cx_val *y = cx_out(x, cn, 0, to, a->t.rank, a->t.dims, err);
+    OUT_OR_FAIL(y);
+    if (to == a->t.dtype) {
+        cudaError_t e = cudaMemcpyAsync(y->d, a->d, a->t.nbytes, cudaMemcpyDeviceToDevice, x->stream);
+        return e == cudaSuccess ? GRAFT_OK : cx_cuda_err(cn, err, e, "copy");
+    }
+    return gops_cast(a->t.dtype, to, a->d, y->d, (int64_t)a->t.numel, S(x), err);
+}
+
+/* ------------------------------------------------------------ MatMul */
+
+static int acc_matmul(cx_exec *x, cx_node *cn)
+{
+    rt_tensor *a = rt_in(&cn->n, 0), *b = rt_in(&cn->n, 1);
+    return floats(cn, 2) && a->rank >= 2 && b->rank >= 2;
+}
+
+static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0), *b = cx_in(cn, 1);
+    int ra = a->t.rank, rb = b->t.rank;
+    if (ra < 2 || rb < 2) return UNSUP(cn, "1-D operand");
+    int64_t M = a->t.dims[ra - 2], K = a->t.dims[ra - 1], N = b->t.dims[rb - 1];
+    if (b->t.dims[rb - 2] != K) return rt_err(&cn->n, err, GRAFT_EINVAL, "inner dimensions %lld and %lld differ",
+                                             (long long)K, (long long)b->t.dims[rb - 2]);
+    int64_t od[RT_MAX_RANK];
+    int ro;
+    if (!k_broadcast(ra - 2, a->t.dims, rb - 2, b->t.dims, &ro, od))
+        return rt_err(&cn->n, err, GRAFT_EINVAL, "batch dimensions do not broadcast");
+    int64_t nA = 1, nB = 1, nO = 1;
+    for (int i = 0; i < ra - 2; i++) nA *= a->t.dims[i];
+    for (int i = 0; i < rb - 2; i++) nB *= b->t.dims[i];
+    for (int i = 0; i < ro; i++) nO *= od[i];
+    if ((nA != nO && nA != 1) || (nB != nO && nB != 1) || ro + 2 > RT_MAX_RANK)
+        return UNSUP(cn, "mixed batch broadcast");
+    od[ro] = M;
+    od[ro + 1] = N;
+    TRY(cx_to_dev(x, a, err));
+    TRY(cx_to_dev(x, b, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, ro + 2, od, err);
+    OUT_OR_FAIL(y);
+    if (nB == 1) /* one weight: all rows of A in one GEMM */
+        return gops_gemm(x->blas, a->t.dtype, nA * M, N, K, a->d, 0, b->d, 0, y->d, 0, 1, S(x), err);
+    return gops_gemm(x->blas, a->t.dtype, M, N, K, a->d, nA == 1 ? 0 : M * K, b->d, K * N, y->d, M * N, nO, S(x), err);
+}
+
+/* ------------------------------------------------------------ norms */
+
+static int acc_rms(cx_exec *x, cx_node *cn)
+{
+    if (!floats(cn, 2)) return 0;
+    for (int j = 1; j < cn->n.n_out; j++)
+        if (*graft_node_output(cn->n.src, (size_t)j)) return 0;
+    return 1;
+}
+
+static graft_status run_rms(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0), *g = cx_in(cn, 1);
+    int ax = k_axis(rt_attr_int(&cn->n, "axis", -1), a->t.rank);
+    if (ax < 0) return rt_err(&cn->n, err, GRAFT_EINVAL, "axis out of range");
+    int64_t dim = 1;
+    for (int i = ax; i < a->t.rank; i++) dim *= a->t.dims[i];
+    if ((int64_t)g->t.numel != dim || dim > 16384 || dim <= 0) return UNSUP(cn, "scale of %llu for %lld",
+                                                                             (unsigned long long)g->t.numel, (long long)dim);
+    float eps = rt_attr_float(&cn->n, "epsilon", 1e-5f);
+    TRY(cx_to_dev(x, a, err));
+    TRY(cx_to_dev(x, g, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
+    OUT_OR_FAIL(y);
+    return gcuda_rmsnorm(a->t.dtype, a->d, g->d, y->d, (int64_t)a->t.numel / dim, dim, eps, S(x), err);
+}
+
+static int acc_skip_rms(cx_exec *x, cx_node *cn)
+{
+    if (!floats(cn, 3)) return 0;
+    rt_tensor *bias = rt_in(&cn->n, 3);
+    if (bias && bias->dtype != cn->n.in[0]->dtype) return 0;
+    for (int j = 1; j < 3 && j < cn->n.n_out; j++)
+        if (*graft_node_output(cn->n.src, (size_t)j)) return 0;
+    return 1;
+}
+
+static graft_status run_skip_rms(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0), *sk = cx_in(cn, 1), *g = cx_in(cn, 2), *bias = cx_in(cn, 3);
+    int64_t dim = a->t.rank ? a->t.dims[a->t.rank - 1] : 1;
+    if (sk->t.numel != a->t.numel || (int64_t)g->t.numel != dim || (bias && (int64_t)bias->t.numel != dim) ||
+        dim > 16384 || dim <= 0)
+        return UNSUP(cn, "skip/gamma/bias shapes");
+    float eps = rt_attr_float(&cn->n, "epsilon", 1e-5f);
+    TRY(cx_to_dev(x, a, err));
+    TRY(cx_to_dev(x, sk, err));
+    TRY(cx_to_dev(x, g, err));
+    if (bias) TRY(cx_to_dev(x, bias, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err), *sum = NULL;
+    OUT_OR_FAIL(y);
+    if (cn->n.n_out > 3 && *graft_node_output(cn->n.src, 3)) {
+        sum = cx_out(x, cn, 3, a->t.dtype, a->t.rank, a->t.dims, err);
+        OUT_OR_FAIL(sum);
+    }
+    return gcuda_skip_rmsnorm(a->t.dtype, a->d, sk->d, bias ? bias->d : NULL, g->d, y->d, sum ? sum->d : NULL,
+                              (int64_t)a->t.numel / dim, dim, eps, S(x), err);
+}
+
+/* ------------------------------------------------------------ data movement */
+
+static int acc_float_data(cx_exec *x, cx_node *cn) { return floats(cn, 1) && cn->n.n_out == 1; }
+
+static graft_status run_gather(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0), *ix = cx_in(cn, 1);
+    if (!ix || ix->t.dtype != GRAFT_DTYPE_INT64) return UNSUP(cn, "indices not int64");
+    if (a->t.rank < 1 || k_axis(rt_attr_int(&cn->n, "axis", 0), a->t.rank) != 0) return UNSUP(cn, "axis");
+    int r = ix->t.rank + a->t.rank - 1;
+    if (r > RT_MAX_RANK) return UNSUP(cn, "rank");
+    int64_t od[RT_MAX_RANK], dim = 1;
+    memcpy(od, ix->t.dims, (size_t)ix->t.rank * sizeof *od);
+    for (int i = 1; i < a->t.rank; i++) {
+        od[ix->t.rank + i - 1] = a->t.dims[i];
+        dim *= a->t.dims[i];
+    }
+    TRY(cx_to_dev(x, a, err));
+    TRY(cx_to_dev(x, ix, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
+    OUT_OR_FAIL(y);
+    return gcuda_gather_rows(a->t.dtype, a->d, a->t.dims[0], dim, ix->d, (int64_t)ix->t.numel, y->d, S(x), err);
+}
+
+static graft_status run_transpose(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0);
+    int r = a->t.rank;
+    if (r > GOPS_MAX_RANK) return UNSUP(cn, "rank %d", r);
+    size_t np;
+    const int64_t *perm = rt_attr_ints(&cn->n, "perm", &np);
+    int64_t p[RT_MAX_RANK], ist[RT_MAX_RANK], od[RT_MAX_RANK];
+    for (int i = 0; i < r; i++) p[i] = perm ? perm[i] : r - 1 - i;
+    if (perm && (int)np != r) return rt_err(&cn->n, err, GRAFT_EINVAL, "perm of %zu for rank %d", np, r);
+    contig(r, a->t.dims, ist);
+    gops_shape sh = {0};
+    sh.rank = r;
+    for (int i = 0; i < r; i++) {
+        if (p[i] < 0 || p[i] >= r) return rt_err(&cn->n, err, GRAFT_EINVAL, "bad perm");
+        od[i] = a->t.dims[p[i]];
+        sh.dims[i] = od[i];
+        sh.st[0][i] = ist[p[i]];
+    }
+    contig(r, od, sh.st[1]);
+    TRY(cx_to_dev(x, a, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
+    OUT_OR_FAIL(y);
+    return gops_copy(rt_dtype_size(a->t.dtype), &sh, a->d, y->d, S(x), err);
+}
+
+static int acc_slice(cx_exec *x, cx_node *cn) { return cn->n.opset >= 10 && acc_float_data(x, cn); }
+
+static graft_status ints_of(cx_exec *x, cx_val *v, int64_t *dst, size_t cap, size_t *n, graft_error *err)
+{
+    *n = 0;
+    if (!v) return GRAFT_OK;
+    TRY(cx_to_host(x, v, err));
+    if (v->t.numel > cap) return rt_seterr(err, GRAFT_EUNSUPPORTED, "too many values");
+    if (rt_read_ints(&v->t, dst, cap) < 0) return rt_seterr(err, GRAFT_EINVAL, "integer tensor expected");
+    *n = (size_t)v->t.numel;
+    return GRAFT_OK;
+}
+
+static graft_status run_slice(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0);
+    int r = a->t.rank;
+    if (r > GOPS_MAX_RANK) return UNSUP(cn, "rank %d", r);
+    int64_t st[RT_MAX_RANK], en[RT_MAX_RANK], ax[RT_MAX_RANK], sp[RT_MAX_RANK];
+    size_t ns, ne, na, nst;
+    TRY(ints_of(x, cx_in(cn, 1), st, RT_MAX_RANK, &ns, err));
+    TRY(ints_of(x, cx_in(cn, 2), en, RT_MAX_RANK, &ne, err));
+    TRY(ints_of(x, cx_in(cn, 3), ax, RT_MAX_RANK, &na, err));
+    TRY(ints_of(x, cx_in(cn, 4), sp, RT_MAX_RANK, &nst, err));
+    if (ns != ne || (cx_in(cn, 3) && na != ns) || (cx_in(cn, 4) && nst != ns))
+        return rt_err(&cn->n, err, GRAFT_EINVAL, "starts/ends/axes/steps lengths differ");
+    int64_t start[RT_MAX_RANK], step[RT_MAX_RANK], od[RT_MAX_RANK], ist[RT_MAX_RANK];
+    for (int d = 0; d < r; d++) {
+        start[d] = 0;
+        step[d] = 1;
+        od[d] = a->t.dims[d];
+    }
+    for (size_t i = 0; i < ns; i++) {
+        int d = k_axis(cx_in(cn, 3) ? ax[i] : (int64_t)i, r);
+        int64_t s = cx_in(cn, 4) ? sp[i] : 1, dim = a->t.dims[d > 0 ? d : 0];
+        if (d < 0 || s == 0) return rt_err(&cn->n, err, GRAFT_EINVAL, "bad axis or zero step");
+        int64_t b = st[i], e = en[i];
+        if (b < 0) b += dim;
+        if (e < 0) e += dim;
+        int64_t cnt;
+        if (s > 0) {
+            b = b < 0 ? 0 : b > dim ? dim : b;
+            e = e < 0 ? 0 : e > dim ? dim : e;
+            cnt = e > b ? (e - b + s - 1) / s : 0;
+        } else {
+            b = b < 0 ? -1 : b > dim - 1 ? dim - 1 : b;
+            e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
+            cnt = b > e ? (b - e + (-s) - 1) / (-s) : 0;
+        }
+        start[d] = b;
+        step[d] = s;
+        od[d] = cnt;
+    }
+    contig(r, a->t.dims, ist);
+    gops_shape sh = {0};
+    sh.rank = r;
+    int64_t off = 0;
+    for (int d = 0; d < r; d++) {
+        sh.dims[d] = od[d];
+        sh.st[0][d] = ist[d] * step[d];
+        if (od[d]) off += start[d] * ist[d];
+    }
+    contig(r, od, sh.st[1]);
+    TRY(cx_to_dev(x, a, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
+    OUT_OR_FAIL(y);
+    size_t es = rt_dtype_size(a->t.dtype);
+    return gops_copy(es, &sh, (const char *)a->d + off * (int64_t)es, y->d, S(x), err);
+}
+
+static int acc_concat(cx_exec *x, cx_node *cn)
+{
+    rt_tensor *a = rt_in(&cn->n, 0);
+    if (!a || !cx_is_float(a->dtype)) return 0;
+    for (int i = 0; i < cn->n.n_in; i++)
+        if (!rt_in(&cn->n, i) || cn->n.in[i]->dtype != a->dtype) return 0;
+    return 1;
+}
+
+static graft_status run_concat(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0);
+    int r = a->t.rank;
+    if (r > GOPS_MAX_RANK || r < 1) return UNSUP(cn, "rank %d", r);
+    int ax = k_axis(rt_attr_int(&cn->n, "axis", 0), r);
+    if (ax < 0) return rt_err(&cn->n, err, GRAFT_EINVAL, "axis out of range");
+    int64_t od[RT_MAX_RANK], ost[RT_MAX_RANK];
+    memcpy(od, a->t.dims, (size_t)r * sizeof *od);
+    od[ax] = 0;
+    for (int i = 0; i < cn->n.n_in; i++) {
+        cx_val *v = cx_in(cn, i);
+        if (v->t.rank != r) return rt_err(&cn->n, err, GRAFT_EINVAL, "ranks differ");
+        for (int d = 0; d < r; d++)
+            if (d != ax && v->t.dims[d] != a->t.dims[d]) return rt_err(&cn->n, err, GRAFT_EINVAL, "shapes differ");
+        od[ax] += v->t.dims[ax];
+        TRY(cx_to_dev(x, v, err));
+    }
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
+    OUT_OR_FAIL(y);
+    contig(r, od, ost);
+    size_t es = rt_dtype_size(a->t.dtype);
+    int64_t at = 0;
+    for (int i = 0; i < cn->n.n_in; i++) {
+        cx_val *v = cx_in(cn, i);
+        gops_shape sh = {0};
+        sh.rank = r;
+        memcpy(sh.dims, v->t.dims, (size_t)r * sizeof *od);
+        contig(r, v->t.dims, sh.st[0]);
+        memcpy(sh.st[1], ost, (size_t)r * sizeof *ost);
+        TRY(gops_copy(es, &sh, v->d, (char *)y->d + at * ost[ax] * (int64_t)es, S(x), err));
+        at += v->t.dims[ax];
+    }
+    return GRAFT_OK;
+}
+
+static graft_status run_expand(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0);
+    int64_t shp[RT_MAX_RANK], od[RT_MAX_RANK];
+    size_t k;
+    TRY(ints_of(x, cx_in(cn, 1), shp, RT_MAX_RANK, &k, err));
+    int r;
+    if (!k_broadcast(a->t.rank, a->t.dims, (int)k, shp, &r, od))
+        return rt_err(&cn->n, err, GRAFT_EINVAL, "shape does not broadcast");
+    if (r > GOPS_MAX_RANK) return UNSUP(cn, "rank %d", r);
+    gops_shape sh = {0};
+    sh.rank = r;
+    memcpy(sh.dims, od, (size_t)r * sizeof *od);
+    k_bstrides(a->t.rank, a->t.dims, r, od, sh.st[0]);
+    contig(r, od, sh.st[1]);
+    TRY(cx_to_dev(x, a, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
+    OUT_OR_FAIL(y);
+    return gops_copy(rt_dtype_size(a->t.dtype), &sh, a->d, y->d, S(x), err);
+}
+
+static graft_status run_reduce(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0);
+    const char *op = rt_node_op(&cn->n);
+    int mean = !strcmp(op, "ReduceMean");
+    int axes_input = mean ? cn->n.opset >= 18 : cn->n.opset >= 13;
+    int64_t axes[RT_MAX_RANK];
+    size_t na = 0;
+    if (axes_input) {
+        TRY(ints_of(x, cx_in(cn, 1), axes, RT_MAX_RANK, &na, err));
+    } else {
+        const int64_t *v = rt_attr_ints(&cn->n, "axes", &na);
+        if (na > RT_MAX_RANK) return UNSUP(cn, "axes");
+        if (v) memcpy(axes, v, na * sizeof *v);
+    }
+    int r = a->t.rank;
+    if (na != 1 || r < 1 || k_axis(axes[0], r) != r - 1) return UNSUP(cn, "axes other than the last");
+    int keep = (int)rt_attr_int(&cn->n, "keepdims", 1);
+    int64_t od[RT_MAX_RANK];
+    memcpy(od, a->t.dims, (size_t)r * sizeof *od);
+    od[r - 1] = 1;
+    int64_t dim = a->t.dims[r - 1];
+    TRY(cx_to_dev(x, a, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, keep ? r : r - 1, od, err);
+    OUT_OR_FAIL(y);
+    if (dim == 0) return UNSUP(cn, "empty axis");
+    return gops_reduce_last(a->t.dtype, a->d, y->d, (int64_t)a->t.numel / dim, dim, mean, S(x), err);
+}
+
+/* ------------------------------------------------------------ rotary, attention */
+
+static int acc_rotary(cx_exec *x, cx_node *cn)
+{
+    rt_tensor *p = rt_in(&cn->n, 3);
+    return floats(cn, 3) && p && p->dtype == GRAFT_DTYPE_INT64;
+}
+
+static graft_status run_rotary(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0), *c = cx_in(cn, 1), *s = cx_in(cn, 2), *p = cx_in(cn, 3);
+    if (c->t.rank != 2 || s->t.rank != 2 || c->t.dims[0] != s->t.dims[0] || c->t.dims[1] != s->t.dims[1])
+        return UNSUP(cn, "cos/sin caches not [max_pos, rotary_dim / 2]");
+    gcuda_rotary_args r = {0};
+    r.dtype = a->t.dtype;
+    if (a->t.rank == 4) {
+        r.batch = a->t.dims[0], r.heads = a->t.dims[1], r.seq = a->t.dims[2], r.head_size = a->t.dims[3];
+        r.stride_b = r.heads * r.seq * r.head_size, r.stride_s = r.head_size, r.stride_h = r.seq * r.head_size;
+    } else if (a->t.rank == 3) {
+        int64_t h = rt_attr_int(&cn->n, "num_heads", 0);
+        if (h <= 0 || a->t.dims[2] % h) return UNSUP(cn, "3-D input without num_heads");
+        r.batch = a->t.dims[0], r.seq = a->t.dims[1], r.heads = h, r.head_size = a->t.dims[2] / h;
+        r.stride_b = r.seq * a->t.dims[2], r.stride_s = a->t.dims[2], r.stride_h = r.head_size;
+    } else {
+        return UNSUP(cn, "rank %d", a->t.rank);
+    }
+    if ((int64_t)p->t.numel != r.batch * r.seq) return UNSUP(cn, "position_ids shape");
+    r.rotary_dim = c->t.dims[1] * 2;
+    int64_t want = rt_attr_int(&cn->n, "rotary_embedding_dim", 0);
+    if (want > 0 && want != r.rotary_dim) return UNSUP(cn, "rotary_embedding_dim %lld vs cache", (long long)want);
+    r.max_pos = c->t.dims[0];
+    r.interleaved = (int)rt_attr_int(&cn->n, "interleaved", 0);
+    TRY(cx_to_dev(x, a, err));
+    TRY(cx_to_dev(x, c, err));
+    TRY(cx_to_dev(x, s, err));
+    TRY(cx_to_dev(x, p, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
+    OUT_OR_FAIL(y);
+    r.x = a->d, r.y = y->d, r.cos_cache = c->d, r.sin_cache = s->d, r.positions = p->d;
+    return gcuda_rotary(&r, S(x), err);
+}
+
+static int acc_attention(cx_exec *x, cx_node *cn)
+{
+    rt_node *n = &cn->n;
+    if (!floats(cn, 3)) return 0;
+    if (n->opset >= 24 && rt_in(n, 6)) return 0; /* nonpad_kv_seqlen */
+    if (n->n_out > 3 && *graft_node_output(n->src, 3)) return 0;
+    if (rt_attr_int(n, "right_window_size", -1) >= 0) return 0;
+    rt_tensor *m = rt_in(n, 3), *pk = rt_in(n, 4), *pv = rt_in(n, 5);
+    if (m && m->dtype != GRAFT_DTYPE_BOOL && !cx_is_float(m->dtype)) return 0;
+    if (!pk != !pv) return 0;
+    if (pk && (pk->dtype != n->in[0]->dtype || pv->dtype != pk->dtype)) return 0;
+    return 1;
+}
+
+static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    rt_node *n = &cn->n;
+    cx_val *q = cx_in(cn, 0), *k = cx_in(cn, 1), *v = cx_in(cn, 2), *mask = cx_in(cn, 3);
+    cx_val *pk = cx_in(cn, 4), *pv = cx_in(cn, 5);
+    if (q->t.rank != k->t.rank || q->t.rank != v->t.rank || (q->t.rank != 3 && q->t.rank != 4))
+        return rt_err(n, err, GRAFT_EINVAL, "Q, K, V must all be 3-D or all 4-D");
+    int r3 = q->t.rank == 3;
+    int64_t B = q->t.dims[0], Hq, Hkv, Sq, Skv, hd, vd;
+    if (r3) {
+        Hq = rt_attr_int(n, "q_num_heads", 0);
+        Hkv = rt_attr_int(n, "kv_num_heads", 0);
+        if (Hq <= 0 || Hkv <= 0 || q->t.dims[2] % Hq || k->t.dims[2] % Hkv || v->t.dims[2] % Hkv)
+            return rt_err(n, err, GRAFT_EINVAL, "3-D inputs need q_num_heads and kv_num_heads");
+        Sq = q->t.dims[1], Skv = k->t.dims[1], hd = q->t.dims[2] / Hq, vd = v->t.dims[2] / Hkv;
+    } else {
+        Hq = q->t.dims[1], Hkv = k->t.dims[1], Sq = q->t.dims[2], Skv = k->t.dims[2], hd = q->t.dims[3];
+        vd = v->t.dims[3];
+    }
+    if (Hkv <= 0 || Hq % Hkv) return rt_err(n, err, GRAFT_EINVAL, "heads %lld / %lld", (long long)Hq, (long long)Hkv);
+    int64_t P = pk ? pk->t.dims[2] : 0, T = P + Skv;
+    if (pk && (pk->t.rank != 4 || pk->t.dims[1] != Hkv || pk->t.dims[3] != hd || pv->t.dims[3] != vd ||
+               pv->t.dims[2] != P))
+        return rt_err(n, err, GRAFT_EINVAL, "past_key/past_value shapes disagree with K/V");
+    int want_pk = n->n_out > 1 && *graft_node_output(n->src, 1), want_pv = n->n_out > 2 && *graft_node_output(n->src, 2);
+    if (pk && (!want_pk || !want_pv)) return UNSUP(cn, "past without present outputs");
+    int dt = q->t.dtype;
+    size_t es = rt_dtype_size(dt);
+    TRY(cx_to_dev(x, q, err));
+    TRY(cx_to_dev(x, k, err));
+    TRY(cx_to_dev(x, v, err));
+    if (pk) {
+        TRY(cx_to_dev(x, pk, err));
+        TRY(cx_to_dev(x, pv, err));
+    }
+    if (mask) TRY(cx_to_dev(x, mask, err));
+    int64_t yd[4];
+    if (r3) yd[0] = B, yd[1] = Sq, yd[2] = Hq * vd;
+    else yd[0] = B, yd[1] = Hq, yd[2] = Sq, yd[3] = vd;
+    cx_val *y = cx_out(x, cn, 0, dt, q->t.rank, yd, err);
+    OUT_OR_FAIL(y);
+    gops_attn_args a = {0};
+    a.dtype = dt, a.B = B, a.Hq = Hq, a.Hkv = Hkv, a.Sq = Sq, a.T = T, a.hd = hd, a.vd = vd;
+    a.q = q->d, a.y = y->d;
+    if (r3) {
+        a.qs[0] = Sq * Hq * hd, a.qs[1] = hd, a.qs[2] = Hq * hd;
+        a.ys[0] = Sq * Hq * vd, a.ys[1] = vd, a.ys[2] = Hq * vd;
+    } else {
+        a.qs[0] = Hq * Sq * hd, a.qs[1] = Sq * hd, a.qs[2] = hd;
+        a.ys[0] = Hq * Sq * vd, a.ys[1] = Sq * vd, a.ys[2] = vd;
+    }
+    /* new keys/values as (batch, head, seq, d) strides */
+    int64_t kst[3], vst[3];
+    if (r3) {
+        kst[0] = Skv * Hkv * hd, kst[1] = hd, kst[2] = Hkv * hd;
+        vst[0] = Skv * Hkv * vd, vst[1] = vd, vst[2] = Hkv * vd;
+    } else {
+        kst[0] = Hkv * Skv * hd, kst[1] = Skv * hd, kst[2] = hd;
+        vst[0] = Hkv * Skv * vd, vst[1] = Skv * vd, vst[2] = vd;
+    }
+    if (want_pk || want_pv) {
+        int64_t kd[4] = {B, Hkv, T, hd}, vdd[4] = {B, Hkv, T, vd};
+        cx_val *ok = cx_out(x, cn, 1, dt, 4, kd, err);
+        OUT_OR_FAIL(ok);
+        cx_val *ov = cx_out(x, cn, 2, dt, 4, vdd, err);
+        OUT_OR_FAIL(ov);
+        for (int w = 0; w < 2; w++) {
+            int64_t d = w ? vd : hd;
+            cx_val *dst = w ? ov : ok, *past = w ? pv : pk, *src = w ? v : k;
+            const int64_t *sst = w ? vst : kst;
+            gops_shape sh = {0};
+            sh.rank = 4;
+            int64_t dstr[4] = {Hkv * T * d, T * d, d, 1};
+            if (past && P) {
+                int64_t pd[4] = {B, Hkv, P, d};
+                memcpy(sh.dims, pd, sizeof pd);
+                contig(4, pd, sh.st[0]);
+                memcpy(sh.st[1], dstr, sizeof dstr);
+                TRY(gops_copy(es, &sh, past->d, dst->d, S(x), err));
+            }
+            int64_t nd[4] = {B, Hkv, Skv, d};
+            memcpy(sh.dims, nd, sizeof nd);
+            sh.st[0][0] = sst[0], sh.st[0][1] = sst[1], sh.st[0][2] = sst[2], sh.st[0][3] = 1;
+            memcpy(sh.st[1], dstr, sizeof dstr);
+            TRY(gops_copy(es, &sh, src->d, (char *)dst->d + (size_t)(P * d) * es, S(x), err));
+        }
+        a.k = ok->d, a.v = ov->d;
+        a.ks[0] = Hkv * T * hd, a.ks[1] = T * hd, a.ks[2] = hd;
+        a.vs[0] = Hkv * T * vd, a.vs[1] = T * vd, a.vs[2] = vd;
+    } else {
+        a.k = k->d, a.v = v->d;
+        memcpy(a.ks, kst, sizeof kst);
+        memcpy(a.vs, vst, sizeof vst);
+    }
+    if (mask && mask->t.numel) {
+        int mr = mask->t.rank;
+        if (mr < 1 || mr > 4) return rt_err(n, err, GRAFT_EINVAL, "attn_mask of rank %d", mr);
+        int64_t full[4] = {B, Hq, Sq, mask->t.dims[mr - 1]}, bd[RT_MAX_RANK];
+        int ro;
+        if (!k_broadcast(4, full, mr, mask->t.dims, &ro, bd) || bd[0] != B || bd[1] != Hq || bd[2] != Sq)
+            return rt_err(n, err, GRAFT_EINVAL, "attn_mask does not broadcast to (batch, heads, q, kv)");
+        k_bstrides(mr, mask->t.dims, 4, full, a.ms);
+        a.mlast = mask->t.dims[mr - 1];
+        a.mask = mask->d;
+        a.mask_kind = mask->t.dtype == GRAFT_DTYPE_BOOL ? 1 : mask->t.dtype == dt ? 2
+                      : mask->t.dtype == GRAFT_DTYPE_FLOAT ? 3 : 0;
+        if (!a.mask_kind) return UNSUP(cn, "mask of type %s", graft_dtype_name(mask->t.dtype));
+    }
+    a.past = P;
+    a.causal = (int)rt_attr_int(n, "is_causal", 0);
+    a.window_left = n->opset >= 25 ? rt_attr_int(n, "left_window_size", -1) : -1;
+    float sc;
+    a.scale = graft_node_attr_float(n->src, "scale", &sc) ? sc : 1.0f / sqrtf((float)hd);
+    a.softcap = rt_attr_float(n, "softcap", 0.0f);
+    return gops_attention(&a, S(x), err);
+}
+
+/* ------------------------------------------------------------ the table */
+
+const cx_op cx_ops[] = {
+    {"", "Add", acc_binary, run_binary},
+    {"", "Sub", acc_binary, run_binary},
+    {"", "Mul", acc_binary, run_binary},
+    {"", "Div", acc_binary, run_binary},
+    {"", "Pow", acc_binary, run_binary},
+    {"", "Max", acc_binary, run_binary},
+    {"", "Min", acc_binary, run_binary},
+    {"", "Where", acc_where, run_where},
+    {"", "Neg", acc_unary, run_unary},
+    {"", "Sqrt", acc_unary, run_unary},
+    {"", "Tanh", acc_unary, run_unary},
+    {"", "Sigmoid", acc_unary, run_unary},
+    {"", "Relu", acc_unary, run_unary},
+    {"", "Exp", acc_unary, run_unary},
+    {"", "Abs", acc_unary, run_unary},
+    {"", "Reciprocal", acc_unary, run_unary},
+    {"", "Gelu", acc_unary, run_unary},
+    {"", "Clip", acc_unary, run_unary},
+    {"", "Cast", acc_cast, run_cast},
+    {"", "MatMul", acc_matmul, run_matmul},
+    {"", "RMSNormalization", acc_rms, run_rms},
+    {"", "SimplifiedLayerNormalization", acc_rms, run_rms},
+    {"com.microsoft", "SkipSimplifiedLayerNormalization", acc_skip_rms, run_skip_rms},
+    {"", "Gather", acc_float_data, run_gather},
+    {"", "Transpose", acc_float_data, run_transpose},
+    {"", "Slice", acc_slice, run_slice},
+    {"", "Concat", acc_concat, run_concat},
+    {"", "Expand", acc_float_data, run_expand},
+    {"", "ReduceMean", acc_float_data, run_reduce},
+    {"", "ReduceSum", acc_float_data, run_reduce},
+    {"", "RotaryEmbedding", acc_rotary, run_rotary},
+    {"", "Attention", acc_attention, run_attention},
+    {NULL, NULL, NULL, NULL},
+};
