@@ -44,6 +44,10 @@ struct cx_node {
     const cx_op *dop;  /* device implementation or NULL */
     int place;
     bool const_done;   /* Constant: ran once, outputs sticky */
+    void *scr;         /* device scratch of the op (cx_scratch), grown at planning */
+    size_t scap;
+    int64_t *hscr;     /* host scratch (positions to upload) */
+    size_t hcap;
 };
 
 struct cx_exec {
@@ -86,6 +90,8 @@ graft_status cx_to_dev(cx_exec *x, cx_val *v, graft_error *err);
 graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err);
 /* Shapes output i of the node as a device tensor with room for it. */
 cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_t *dims, graft_error *err);
+/* The node's device scratch of at least `bytes` (owned by the node). */
+void *cx_scratch(cx_node *cn, size_t bytes, graft_error *err);
 /* Reports a CUDA error for the node. */
 graft_status cx_cuda_err(const cx_node *cn, graft_error *err, cudaError_t e, const char *what);
 

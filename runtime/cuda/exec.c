@@ -162,6 +162,23 @@ cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_
     return v;
 }
 
+void *cx_scratch(cx_node *cn, size_t bytes, graft_error *err)
+{
+    if (cn->scap >= bytes && cn->scr) return cn->scr;
+    size_t alloc = (bytes + 255) / 256 * 256;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, alloc ? alloc : 256);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        cx_cuda_err(cn, err, e, "scratch");
+        return NULL;
+    }
+    if (cn->scr) cudaFree(cn->scr);
+    cn->scr = p;
+    cn->scap = alloc ? alloc : 256;
+    return p;
+}
+
 /* ------------------------------------------------------------ binding */
 
 static size_t value_slot(cx_exec *x, const char *name)
@@ -348,6 +365,8 @@ static void cx_free(rt_backend *b)
     if (x->stream) cudaStreamSynchronize(x->stream);
     for (size_t i = 0; i < x->n_nodes; i++) {
         rt_node *n = &x->nodes[i].n;
+        if (x->nodes[i].scr) cudaFree(x->nodes[i].scr);
+        free(x->nodes[i].hscr);
         if (n->k && n->k->fini) n->k->fini(n);
         else free(n->state);
         free(n->in);

@@ -20,7 +20,7 @@
         if (try_rc_ != GRAFT_OK) return try_rc_;   \
     } while (0)
 
-static gcuda_stream S(cx_exec *x) { return (gcuda_stream)x->stream; }
+static gcuda_stream STRM(cx_exec *x) { return (gcuda_stream)x->stream; }
 
 static void contig(int rank, const int64_t *dims, int64_t *st)
 {
@@ -70,7 +70,7 @@ static graft_status run_binary(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, b, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, sh.rank, od, err);
     OUT_OR_FAIL(y);
-    return gops_binary(bo, a->t.dtype, &sh, a->d, b->d, y->d, S(x), err);
+    return gops_binary(bo, a->t.dtype, &sh, a->d, b->d, y->d, STRM(x), err);
 }
 
 static int acc_where(cx_exec *x, cx_node *cn)
@@ -99,7 +99,7 @@ static graft_status run_where(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, b, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
     OUT_OR_FAIL(y);
-    return gops_where(a->t.dtype, &sh, c->d, a->d, b->d, y->d, S(x), err);
+    return gops_where(a->t.dtype, &sh, c->d, a->d, b->d, y->d, STRM(x), err);
 }
 
 static int acc_unary(cx_exec *x, cx_node *cn)
@@ -168,7 +168,7 @@ static graft_status run_unary(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, a, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
     OUT_OR_FAIL(y);
-    return gops_unary(u, a->t.dtype, a->d, y->d, (int64_t)a->t.numel, lo, hi, S(x), err);
+    return gops_unary(u, a->t.dtype, a->d, y->d, (int64_t)a->t.numel, lo, hi, STRM(x), err);
 }
 
 static int acc_cast(cx_exec *x, cx_node *cn)
@@ -187,7 +187,7 @@ static graft_status run_cast(cx_exec *x, cx_node *cn, graft_error *err)
         cudaError_t e = cudaMemcpyAsync(y->d, a->d, a->t.nbytes, cudaMemcpyDeviceToDevice, x->stream);
         return e == cudaSuccess ? GRAFT_OK : cx_cuda_err(cn, err, e, "copy");
     }
-    return gops_cast(a->t.dtype, to, a->d, y->d, (int64_t)a->t.numel, S(x), err);
+    return gops_cast(a->t.dtype, to, a->d, y->d, (int64_t)a->t.numel, STRM(x), err);
 }
 
 /* ------------------------------------------------------------ MatMul */
@@ -223,8 +223,8 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, ro + 2, od, err);
     OUT_OR_FAIL(y);
     if (nB == 1) /* one weight: all rows of A in one GEMM */
-        return gops_gemm(x->blas, a->t.dtype, nA * M, N, K, a->d, 0, b->d, 0, y->d, 0, 1, S(x), err);
-    return gops_gemm(x->blas, a->t.dtype, M, N, K, a->d, nA == 1 ? 0 : M * K, b->d, K * N, y->d, M * N, nO, S(x), err);
+        return gops_gemm(x->blas, a->t.dtype, nA * M, N, K, a->d, 0, b->d, 0, y->d, 0, 1, STRM(x), err);
+    return gops_gemm(x->blas, a->t.dtype, M, N, K, a->d, nA == 1 ? 0 : M * K, b->d, K * N, y->d, M * N, nO, STRM(x), err);
 }
 
 /* ------------------------------------------------------------ norms */
@@ -251,7 +251,7 @@ static graft_status run_rms(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, g, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
     OUT_OR_FAIL(y);
-    return gcuda_rmsnorm(a->t.dtype, a->d, g->d, y->d, (int64_t)a->t.numel / dim, dim, eps, S(x), err);
+    return gcuda_rmsnorm(a->t.dtype, a->d, g->d, y->d, (int64_t)a->t.numel / dim, dim, eps, STRM(x), err);
 }
 
 static int acc_skip_rms(cx_exec *x, cx_node *cn)
@@ -283,7 +283,7 @@ static graft_status run_skip_rms(cx_exec *x, cx_node *cn, graft_error *err)
         OUT_OR_FAIL(sum);
     }
     return gcuda_skip_rmsnorm(a->t.dtype, a->d, sk->d, bias ? bias->d : NULL, g->d, y->d, sum ? sum->d : NULL,
-                              (int64_t)a->t.numel / dim, dim, eps, S(x), err);
+                              (int64_t)a->t.numel / dim, dim, eps, STRM(x), err);
 }
 
 /* ------------------------------------------------------------ data movement */
@@ -307,7 +307,7 @@ static graft_status run_gather(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, ix, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
     OUT_OR_FAIL(y);
-    return gcuda_gather_rows(a->t.dtype, a->d, a->t.dims[0], dim, ix->d, (int64_t)ix->t.numel, y->d, S(x), err);
+    return gcuda_gather_rows(a->t.dtype, a->d, a->t.dims[0], dim, ix->d, (int64_t)ix->t.numel, y->d, STRM(x), err);
 }
 
 static graft_status run_transpose(cx_exec *x, cx_node *cn, graft_error *err)
@@ -333,7 +333,7 @@ static graft_status run_transpose(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, a, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
     OUT_OR_FAIL(y);
-    return gops_copy(rt_dtype_size(a->t.dtype), &sh, a->d, y->d, S(x), err);
+    return gops_copy(rt_dtype_size(a->t.dtype), &sh, a->d, y->d, STRM(x), err);
 }
 
 static int acc_slice(cx_exec *x, cx_node *cn) { return cn->n.opset >= 10 && acc_float_data(x, cn); }
@@ -403,7 +403,7 @@ static graft_status run_slice(cx_exec *x, cx_node *cn, graft_error *err)
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
     OUT_OR_FAIL(y);
     size_t es = rt_dtype_size(a->t.dtype);
-    return gops_copy(es, &sh, (const char *)a->d + off * (int64_t)es, y->d, S(x), err);
+    return gops_copy(es, &sh, (const char *)a->d + off * (int64_t)es, y->d, STRM(x), err);
 }
 
 static int acc_concat(cx_exec *x, cx_node *cn)
@@ -445,7 +445,7 @@ static graft_status run_concat(cx_exec *x, cx_node *cn, graft_error *err)
         memcpy(sh.dims, v->t.dims, (size_t)r * sizeof *od);
         contig(r, v->t.dims, sh.st[0]);
         memcpy(sh.st[1], ost, (size_t)r * sizeof *ost);
-        TRY(gops_copy(es, &sh, v->d, (char *)y->d + at * ost[ax] * (int64_t)es, S(x), err));
+        TRY(gops_copy(es, &sh, v->d, (char *)y->d + at * ost[ax] * (int64_t)es, STRM(x), err));
         at += v->t.dims[ax];
     }
     return GRAFT_OK;
@@ -469,7 +469,7 @@ static graft_status run_expand(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, a, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
     OUT_OR_FAIL(y);
-    return gops_copy(rt_dtype_size(a->t.dtype), &sh, a->d, y->d, S(x), err);
+    return gops_copy(rt_dtype_size(a->t.dtype), &sh, a->d, y->d, STRM(x), err);
 }
 
 static graft_status run_reduce(cx_exec *x, cx_node *cn, graft_error *err)
@@ -498,7 +498,7 @@ static graft_status run_reduce(cx_exec *x, cx_node *cn, graft_error *err)
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, keep ? r : r - 1, od, err);
     OUT_OR_FAIL(y);
     if (dim == 0) return UNSUP(cn, "empty axis");
-    return gops_reduce_last(a->t.dtype, a->d, y->d, (int64_t)a->t.numel / dim, dim, mean, S(x), err);
+    return gops_reduce_last(a->t.dtype, a->d, y->d, (int64_t)a->t.numel / dim, dim, mean, STRM(x), err);
 }
 
 /* ------------------------------------------------------------ rotary, attention */
@@ -540,7 +540,7 @@ static graft_status run_rotary(cx_exec *x, cx_node *cn, graft_error *err)
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
     OUT_OR_FAIL(y);
     r.x = a->d, r.y = y->d, r.cos_cache = c->d, r.sin_cache = s->d, r.positions = p->d;
-    return gcuda_rotary(&r, S(x), err);
+    return gcuda_rotary(&r, STRM(x), err);
 }
 
 static int acc_attention(cx_exec *x, cx_node *cn)
@@ -635,13 +635,13 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
                 memcpy(sh.dims, pd, sizeof pd);
                 contig(4, pd, sh.st[0]);
                 memcpy(sh.st[1], dstr, sizeof dstr);
-                TRY(gops_copy(es, &sh, past->d, dst->d, S(x), err));
+                TRY(gops_copy(es, &sh, past->d, dst->d, STRM(x), err));
             }
             int64_t nd[4] = {B, Hkv, Skv, d};
             memcpy(sh.dims, nd, sizeof nd);
             sh.st[0][0] = sst[0], sh.st[0][1] = sst[1], sh.st[0][2] = sst[2], sh.st[0][3] = 1;
             memcpy(sh.st[1], dstr, sizeof dstr);
-            TRY(gops_copy(es, &sh, src->d, (char *)dst->d + (size_t)(P * d) * es, S(x), err));
+            TRY(gops_copy(es, &sh, src->d, (char *)dst->d + (size_t)(P * d) * es, STRM(x), err));
         }
         a.k = ok->d, a.v = ov->d;
         a.ks[0] = Hkv * T * hd, a.ks[1] = T * hd, a.ks[2] = hd;
@@ -671,7 +671,211 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
     float sc;
     a.scale = graft_node_attr_float(n->src, "scale", &sc) ? sc : 1.0f / sqrtf((float)hd);
     a.softcap = rt_attr_float(n, "softcap", 0.0f);
-    return gops_attention(&a, S(x), err);
+    return gops_attention(&a, STRM(x), err);
+}
+
+/* com.microsoft GroupQueryAttention, batch rows of one past length (what
+ * the decode loop feeds): rotary into scratch copies of Q and K, the new
+ * rows appended after the past ones in present, then masked attention. */
+static int acc_gqa(cx_exec *x, cx_node *cn)
+{
+    rt_node *n = &cn->n;
+    rt_tensor *q = rt_in(n, 0), *k = rt_in(n, 1), *v = rt_in(n, 2), *pk = rt_in(n, 3), *pv = rt_in(n, 4);
+    rt_tensor *cc = rt_in(n, 7), *sc = rt_in(n, 8), *pos = rt_in(n, 9);
+    if (!q || !cx_is_float(q->dtype) || !k != !v || !pk || !pv) return 0;
+    if ((k && (k->dtype != q->dtype || v->dtype != q->dtype)) || pk->dtype != q->dtype || pv->dtype != q->dtype)
+        return 0;
+    if (rt_in(n, 10) || rt_in(n, 11) || rt_attr_int(n, "smooth_softmax", 0)) return 0;
+    if (n->n_out > 3 && *graft_node_output(n->src, 3)) return 0;
+    if (n->n_out < 3 || !*graft_node_output(n->src, 1) || !*graft_node_output(n->src, 2)) return 0;
+    if (rt_attr_int(n, "do_rotary", 0) && (!cc || !sc || cc->dtype != q->dtype || sc->dtype != q->dtype)) return 0;
+    if (pos && pos->dtype != GRAFT_DTYPE_INT64) return 0;
+    return 1;
+}
+
+static graft_status run_gqa(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    rt_node *n = &cn->n;
+    cx_val *q = cx_in(cn, 0), *k = cx_in(cn, 1), *v = cx_in(cn, 2), *pk = cx_in(cn, 3), *pv = cx_in(cn, 4);
+    cx_val *sl = cx_in(cn, 5), *tot = cx_in(cn, 6), *cc = cx_in(cn, 7), *sc = cx_in(cn, 8), *pos = cx_in(cn, 9);
+    int64_t Hq = rt_attr_int(n, "num_heads", 0), Hkv = rt_attr_int(n, "kv_num_heads", 0);
+    if (Hq <= 0 || Hkv <= 0 || Hq % Hkv || q->t.rank != 3) return UNSUP(cn, "heads or query rank");
+    int64_t B = q->t.dims[0], S = q->t.dims[1], hd;
+    int packed = !k;
+    if (packed) {
+        if (q->t.dims[2] % (Hq + 2 * Hkv)) return UNSUP(cn, "packed width");
+        hd = q->t.dims[2] / (Hq + 2 * Hkv);
+    } else {
+        if (q->t.dims[2] % Hq) return UNSUP(cn, "query width");
+        hd = q->t.dims[2] / Hq;
+        if (k->t.rank != 3 || (k->t.dims[1] != S && k->t.dims[1] != 0) || k->t.dims[2] != Hkv * hd ||
+            v->t.rank != 3 || v->t.dims[1] != k->t.dims[1] || v->t.dims[2] != Hkv * hd)
+            return UNSUP(cn, "key/value shapes");
+    }
+    int64_t Skv = packed ? S : k->t.dims[1];
+    if (pk->t.rank != 4 || pk->t.dims[1] != Hkv || pk->t.dims[3] != hd || pv->t.dims[2] != pk->t.dims[2])
+        return UNSUP(cn, "past shapes");
+    int64_t Pbuf = pk->t.dims[2], seqk[64], total;
+    size_t nsl, ntot;
+    if (B > 64) return UNSUP(cn, "batch %lld", (long long)B);
+    TRY(ints_of(x, sl, seqk, 64, &nsl, err));
+    TRY(ints_of(x, tot, &total, 1, &ntot, err));
+    if ((int64_t)nsl != B || ntot != 1) return rt_err(n, err, GRAFT_EINVAL, "seqlens_k / total_sequence_length");
+    int first = S == total;
+    int64_t past = first ? 0 : seqk[0] + 1 - S;
+    for (int64_t b = 1; b < B; b++)
+        if ((first ? 0 : seqk[b] + 1 - S) != past) return UNSUP(cn, "batch rows of different lengths");
+    int64_t Lp = Pbuf > total ? Pbuf : total;
+    if (past < 0 || past + S > Lp) return rt_err(n, err, GRAFT_EINVAL, "seqlens_k inconsistent with the sequence");
+    if (past + S != Lp) return UNSUP(cn, "present longer than the sequence");
+    int dt = q->t.dtype;
+    size_t es = rt_dtype_size(dt);
+    TRY(cx_to_dev(x, q, err));
+    if (!packed) {
+        TRY(cx_to_dev(x, k, err));
+        TRY(cx_to_dev(x, v, err));
+    }
+    TRY(cx_to_dev(x, pk, err));
+    TRY(cx_to_dev(x, pv, err));
+    int64_t yd[3] = {B, S, Hq * hd}, kd[4] = {B, Hkv, Lp, hd};
+    cx_val *y = cx_out(x, cn, 0, dt, 3, yd, err);
+    OUT_OR_FAIL(y);
+    cx_val *ok = cx_out(x, cn, 1, dt, 4, kd, err);
+    OUT_OR_FAIL(ok);
+    cx_val *ov = cx_out(x, cn, 2, dt, 4, kd, err);
+    OUT_OR_FAIL(ov);
+    int64_t qrow = packed ? (Hq + 2 * Hkv) * hd : Hq * hd, krow = packed ? qrow : Hkv * hd;
+    const char *kin = packed ? (const char *)q->d + (size_t)(Hq * hd) * es : (const char *)(k ? k->d : NULL);
+    const char *vin = packed ? (const char *)q->d + (size_t)((Hq + Hkv) * hd) * es : (const char *)(v ? v->d : NULL);
+    const void *qsrc = q->d;
+    /* scratch: rotated Q [B, S, qrow], rotated K [B, S, krow], positions */
+    size_t qbytes = (size_t)(B * S * qrow) * es, kbytes = (size_t)(B * S * krow) * es;
+    size_t pbytes = (size_t)(B * S) * sizeof(int64_t);
+    char *scr = cx_scratch(cn, qbytes + kbytes + pbytes + 512, err);
+    if (!scr) return err->code;
+    char *qr = scr, *kr = scr + (qbytes + 255) / 256 * 256;
+    int64_t *dpos = (int64_t *)(kr + (kbytes + 255) / 256 * 256);
+    if (rt_attr_int(n, "do_rotary", 0)) {
+        if (cc->t.rank != 2 || sc->t.rank != 2 || cc->t.dims[0] != sc->t.dims[0] || cc->t.dims[1] != sc->t.dims[1])
+            return rt_err(n, err, GRAFT_EINVAL, "cos/sin caches of different shapes");
+        const int64_t *pp;
+        if (pos) {
+            if ((int64_t)pos->t.numel != B * S) return rt_err(n, err, GRAFT_EINVAL, "position_ids shape");
+            TRY(cx_to_dev(x, pos, err));
+            pp = pos->d;
+        } else {
+            if (cn->hcap < (size_t)(B * S)) {
+                free(cn->hscr);
+                cn->hcap = 0;
+                if (!(cn->hscr = malloc(pbytes + 8))) return rt_err(n, err, GRAFT_ENOMEM, "out of memory");
+                cn->hcap = (size_t)(B * S);
+            }
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t s = 0; s < S; s++) cn->hscr[b * S + s] = past + s;
+            cudaError_t e = cudaMemcpyAsync(dpos, cn->hscr, pbytes, cudaMemcpyHostToDevice, x->stream);
+            if (e != cudaSuccess) return cx_cuda_err(cn, err, e, "positions");
+            pp = dpos;
+        }
+        TRY(cx_to_dev(x, cc, err));
+        TRY(cx_to_dev(x, sc, err));
+        gcuda_rotary_args r = {0};
+        r.dtype = dt, r.batch = B, r.seq = S, r.head_size = hd;
+        r.rotary_dim = cc->t.dims[1] * 2, r.max_pos = cc->t.dims[0];
+        r.cos_cache = cc->d, r.sin_cache = sc->d, r.positions = pp;
+        r.interleaved = (int)rt_attr_int(n, "rotary_interleaved", 0);
+        r.heads = Hq, r.x = q->d, r.y = qr;
+        r.stride_b = S * qrow, r.stride_s = qrow, r.stride_h = hd;
+        TRY(gcuda_rotary(&r, STRM(x), err));
+        qsrc = qr;
+        if (Skv) {
+            r.heads = Hkv, r.x = kin, r.y = kr;
+            r.stride_b = S * krow, r.stride_s = krow;
+            TRY(gcuda_rotary(&r, STRM(x), err));
+            kin = kr;
+        }
+    }
+    /* present = past rows kept, then the new rows */
+    int64_t keep = past + (Skv ? 0 : S) < Pbuf ? past + (Skv ? 0 : S) : Pbuf;
+    for (int w = 0; w < 2; w++) {
+        cx_val *dst = w ? ov : ok, *pst = w ? pv : pk;
+        const char *src = w ? vin : kin;
+        gops_shape sh = {0};
+        sh.rank = 4;
+        int64_t dstr[4] = {Hkv * Lp * hd, Lp * hd, hd, 1};
+        if (keep && pst->d != dst->d) {
+            int64_t pd[4] = {B, Hkv, keep, hd}, pst_st[4] = {Hkv * Pbuf * hd, Pbuf * hd, hd, 1};
+            memcpy(sh.dims, pd, sizeof pd);
+            memcpy(sh.st[0], pst_st, sizeof pst_st);
+            memcpy(sh.st[1], dstr, sizeof dstr);
+            TRY(gops_copy(es, &sh, pst->d, dst->d, STRM(x), err));
+        }
+        if (Skv) {
+            int64_t nd[4] = {B, Hkv, Skv, hd}, sst[4] = {S * krow, hd, krow, 1};
+            memcpy(sh.dims, nd, sizeof nd);
+            memcpy(sh.st[0], sst, sizeof sst);
+            memcpy(sh.st[1], dstr, sizeof dstr);
+            TRY(gops_copy(es, &sh, src, (char *)dst->d + (size_t)(past * hd) * es, STRM(x), err));
+        }
+    }
+    gops_attn_args a = {0};
+    a.dtype = dt, a.B = B, a.Hq = Hq, a.Hkv = Hkv, a.Sq = S, a.T = past + S, a.hd = hd, a.vd = hd;
+    a.q = qsrc, a.qs[0] = S * qrow, a.qs[1] = hd, a.qs[2] = qrow;
+    a.k = ok->d, a.v = ov->d;
+    a.ks[0] = a.vs[0] = Hkv * Lp * hd, a.ks[1] = a.vs[1] = Lp * hd, a.ks[2] = a.vs[2] = hd;
+    a.y = y->d, a.ys[0] = S * Hq * hd, a.ys[1] = hd, a.ys[2] = Hq * hd;
+    a.past = past, a.causal = 1;
+    int64_t win = rt_attr_int(n, "local_window_size", -1);
+    a.window_left = win >= 0 ? win - 1 : -1;
+    float scv;
+    a.scale = graft_node_attr_float(n->src, "scale", &scv) && scv != 0.0f ? scv : 1.0f / sqrtf((float)hd);
+    a.softcap = rt_attr_float(n, "softcap", 0.0f);
+    return gops_attention(&a, STRM(x), err);
+}
+
+/* com.microsoft MatMulNBits, 4 bits, on gcuda_matmul_nbits. */
+static int acc_nbits(cx_exec *x, cx_node *cn)
+{
+    rt_node *n = &cn->n;
+    rt_tensor *a = rt_in(n, 0), *b = rt_in(n, 1), *s = rt_in(n, 2), *z = rt_in(n, 3), *bias = rt_in(n, 5);
+    if (!a || !b || !s || !cx_is_float(a->dtype) || s->dtype != a->dtype || b->dtype != GRAFT_DTYPE_UINT8) return 0;
+    if (rt_attr_int(n, "bits", 4) != 4 || (rt_in(n, 4) && rt_in(n, 4)->numel)) return 0;
+    int64_t blk = rt_attr_int(n, "block_size", 0);
+    if (blk < 16 || blk > 256 || (blk & (blk - 1))) return 0;
+    if (z && z->numel && z->dtype != GRAFT_DTYPE_UINT8 && z->dtype != a->dtype) return 0;
+    if (bias && bias->dtype != a->dtype) return 0;
+    return 1;
+}
+
+static graft_status run_nbits(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    rt_node *n = &cn->n;
+    cx_val *a = cx_in(cn, 0), *b = cx_in(cn, 1), *s = cx_in(cn, 2), *z = cx_in(cn, 3), *bias = cx_in(cn, 5);
+    int64_t K = rt_attr_int(n, "K", 0), N = rt_attr_int(n, "N", 0), blk = rt_attr_int(n, "block_size", 0);
+    if (K <= 0 || N <= 0 || a->t.rank < 1 || a->t.dims[a->t.rank - 1] != K)
+        return rt_err(n, err, GRAFT_EINVAL, "A's last dimension is not K = %lld", (long long)K);
+    int64_t kb = (K + blk - 1) / blk;
+    if ((int64_t)b->t.numel != N * kb * (blk / 2) || (int64_t)s->t.numel != N * kb)
+        return rt_err(n, err, GRAFT_EINVAL, "B or scales of the wrong size");
+    if (z && !z->t.numel) z = NULL;
+    if (z && (int64_t)z->t.numel != (z->t.dtype == GRAFT_DTYPE_UINT8 ? N * ((kb + 1) / 2) : N * kb))
+        return rt_err(n, err, GRAFT_EINVAL, "zero_points of the wrong size");
+    if (bias && (int64_t)bias->t.numel != N) return rt_err(n, err, GRAFT_EINVAL, "bias must hold N values");
+    TRY(cx_to_dev(x, a, err));
+    TRY(cx_to_dev(x, b, err));
+    TRY(cx_to_dev(x, s, err));
+    if (z) TRY(cx_to_dev(x, z, err));
+    if (bias) TRY(cx_to_dev(x, bias, err));
+    int64_t od[RT_MAX_RANK];
+    memcpy(od, a->t.dims, (size_t)a->t.rank * sizeof *od);
+    od[a->t.rank - 1] = N;
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, od, err);
+    OUT_OR_FAIL(y);
+    gcuda_matmul_nbits_args m = {0};
+    m.dtype = a->t.dtype, m.M = (int64_t)a->t.numel / K, m.N = N, m.K = K, m.block_size = blk;
+    m.a = a->d, m.b = b->d, m.scales = s->d, m.zero_points = z ? z->d : NULL;
+    m.zp_dtype = z ? z->t.dtype : GRAFT_DTYPE_UINT8, m.bias = bias ? bias->d : NULL, m.y = y->d;
+    if (!m.M) return GRAFT_OK;
+    return gcuda_matmul_nbits(&m, STRM(x), err);
 }
 
 /* ------------------------------------------------------------ the table */
@@ -709,5 +913,7 @@ const cx_op cx_ops[] = {
     {"", "ReduceSum", acc_float_data, run_reduce},
     {"", "RotaryEmbedding", acc_rotary, run_rotary},
     {"", "Attention", acc_attention, run_attention},
+    {"com.microsoft", "GroupQueryAttention", acc_gqa, run_gqa},
+    {"com.microsoft", "MatMulNBits", acc_nbits, run_nbits},
     {NULL, NULL, NULL, NULL},
 };
