@@ -26,21 +26,39 @@
 
 /* ------------------------------------------------------------ thread pool */
 
+/* Workers and the caller spin for a short while (K_SPIN pause loops, some
+ * tens of microseconds) before sleeping on a condition variable: a model's
+ * parallel regions come a few microseconds apart, and a futex wake-up costs
+ * more than many of them take. The job is published through atomics (its
+ * generation last); the condition variables only serve sleepers, so no
+ * system call is made while everyone spins. GRAFT_SPIN=0 turns spinning off. */
+#define K_SPIN 4000
+
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
     int n; /* threads, caller included */
-    uint32_t gen;
-    k_task_fn fn;
-    void *ctx;
-    int64_t n_tasks;
+    int spin;
+    _Atomic uint32_t gen;
+    _Atomic(k_task_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int64_t n_tasks;
     _Atomic uint64_t ticket; /* gen << 32 | next task */
     _Atomic int64_t done;
+    _Atomic int sleepers;   /* workers waiting on cv_work */
+    _Atomic int caller_waits; /* the caller waits on cv_done */
     atomic_flag busy;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, NULL,
-          NULL, 0, 0, 0, ATOMIC_FLAG_INIT};
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, K_SPIN, 0, NULL,
+          NULL, 0, 0, 0, 0, 0, ATOMIC_FLAG_INIT};
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static _Thread_local int in_task;
+
+static inline void cpu_relax(void)
+{
+#ifdef K_X86
+    _mm_pause();
+#endif
+}
 
 /* Claims and runs tasks of generation `gen` until none are left. */
 static void pool_drain(uint32_t gen, k_task_fn fn, void *ctx, int64_t n)
@@ -55,7 +73,8 @@ static void pool_drain(uint32_t gen, k_task_fn fn, void *ctx, int64_t n)
         fn(ctx, idx);
         ran++;
     }
-    if (ran && atomic_fetch_add(&pool.done, ran) + ran == n) {
+    /* seq_cst: either the caller sees done == n, or this sees caller_waits */
+    if (ran && atomic_fetch_add(&pool.done, ran) + ran == n && atomic_load(&pool.caller_waits)) {
         pthread_mutex_lock(&pool.mu);
         pthread_cond_broadcast(&pool.cv_done);
         pthread_mutex_unlock(&pool.mu);
@@ -67,16 +86,23 @@ static void *pool_worker(void *arg)
     (void)arg;
     in_task = 1;
     uint32_t seen = 0;
-    pthread_mutex_lock(&pool.mu);
     for (;;) {
-        while (pool.gen == seen) pthread_cond_wait(&pool.cv_work, &pool.mu);
-        seen = pool.gen;
-        k_task_fn fn = pool.fn;
-        void *ctx = pool.ctx;
-        int64_t n = pool.n_tasks;
-        pthread_mutex_unlock(&pool.mu);
-        pool_drain(seen, fn, ctx, n);
-        pthread_mutex_lock(&pool.mu);
+        uint32_t g = atomic_load(&pool.gen);
+        for (int i = 0; g == seen && i < pool.spin; i++) {
+            cpu_relax();
+            g = atomic_load(&pool.gen);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&pool.mu);
+            atomic_fetch_add(&pool.sleepers, 1);
+            while ((g = atomic_load(&pool.gen)) == seen) pthread_cond_wait(&pool.cv_work, &pool.mu);
+            atomic_fetch_sub(&pool.sleepers, 1);
+            pthread_mutex_unlock(&pool.mu);
+        }
+        seen = g;
+        /* fields of a later job at worst: pool_drain then finds the ticket
+         * of another generation and claims nothing */
+        pool_drain(seen, atomic_load(&pool.fn), atomic_load(&pool.ctx), atomic_load(&pool.n_tasks));
     }
     return NULL;
 }
@@ -91,6 +117,8 @@ static void pool_init(void)
         n = c > 0 ? (int)c : 1;
     }
     if (n > 256) n = 256;
+    env = getenv("GRAFT_SPIN");
+    if (env && *env == '0') pool.spin = 0;
     int started = 1;
     for (int i = 1; i < n; i++) {
         pthread_t th;
@@ -117,23 +145,28 @@ void k_parallel_for(int64_t n_tasks, k_task_fn fn, void *ctx)
         for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t);
         return;
     }
-    pthread_mutex_lock(&pool.mu);
-    uint32_t gen = pool.gen + 1;
+    uint32_t gen = atomic_load(&pool.gen) + 1;
     if (gen == 0) gen = 1;
-    pool.fn = fn;
-    pool.ctx = ctx;
-    pool.n_tasks = n_tasks;
+    atomic_store(&pool.fn, fn);
+    atomic_store(&pool.ctx, ctx);
+    atomic_store(&pool.n_tasks, n_tasks);
     atomic_store(&pool.done, 0);
     atomic_store(&pool.ticket, (uint64_t)gen << 32);
-    pool.gen = gen;
-    pthread_cond_broadcast(&pool.cv_work);
+    pthread_mutex_lock(&pool.mu); /* against a worker between its last check and its wait */
+    atomic_store(&pool.gen, gen);
+    if (atomic_load(&pool.sleepers)) pthread_cond_broadcast(&pool.cv_work);
     pthread_mutex_unlock(&pool.mu);
     in_task = 1;
     pool_drain(gen, fn, ctx, n_tasks);
     in_task = 0;
-    pthread_mutex_lock(&pool.mu);
-    while (atomic_load(&pool.done) < n_tasks) pthread_cond_wait(&pool.cv_done, &pool.mu);
-    pthread_mutex_unlock(&pool.mu);
+    for (int i = 0; atomic_load(&pool.done) < n_tasks && i < pool.spin; i++) cpu_relax();
+    if (atomic_load(&pool.done) < n_tasks) {
+        pthread_mutex_lock(&pool.mu);
+        atomic_store(&pool.caller_waits, 1);
+        while (atomic_load(&pool.done) < n_tasks) pthread_cond_wait(&pool.cv_done, &pool.mu);
+        atomic_store(&pool.caller_waits, 0);
+        pthread_mutex_unlock(&pool.mu);
+    }
     atomic_flag_clear(&pool.busy);
 }
 
@@ -277,10 +310,50 @@ __attribute__((target("avx2,fma"))) static void axpy_avx2(int64_t n, float a, co
 /* out[j] = dot_avx2(a, B + j * ldb, n) for j in [0, nb), four rows of B at
  * a time: each product keeps dot_avx2's two accumulators, order and final
  * sum, so the results are bit-identical to k_dot. */
+/* dot_avx2's two accumulators summed (s0 + s1), before the horizontal sum. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 dot_acc_avx2(const float *a, const float *b,
+                                                                                     int64_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    if (i + 8 <= n) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    return _mm256_add_ps(s0, s1);
+}
+
+/* hsum256 of eight vectors at once, same additions in the same order:
+ * out[j] = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)) of v[j]. */
+__attribute__((target("avx2,fma"))) static void hsum8_avx2(const __m256 *v, float *out)
+{
+    /* [lo + hi of v[a] | lo + hi of v[a + 4]] */
+    __m256 w04 = _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[4], 0x20), _mm256_permute2f128_ps(v[0], v[4], 0x31));
+    __m256 w15 = _mm256_add_ps(_mm256_permute2f128_ps(v[1], v[5], 0x20), _mm256_permute2f128_ps(v[1], v[5], 0x31));
+    __m256 w26 = _mm256_add_ps(_mm256_permute2f128_ps(v[2], v[6], 0x20), _mm256_permute2f128_ps(v[2], v[6], 0x31));
+    __m256 w37 = _mm256_add_ps(_mm256_permute2f128_ps(v[3], v[7], 0x20), _mm256_permute2f128_ps(v[3], v[7], 0x31));
+    /* (t0 + t2, t1 + t3) of each */
+    __m256 x0145 = _mm256_add_ps(_mm256_shuffle_ps(w04, w15, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm256_shuffle_ps(w04, w15, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m256 x2367 = _mm256_add_ps(_mm256_shuffle_ps(w26, w37, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm256_shuffle_ps(w26, w37, _MM_SHUFFLE(3, 2, 3, 2)));
+    /* (t0 + t2) + (t1 + t3), in key order */
+    __m256 r = _mm256_add_ps(_mm256_shuffle_ps(x0145, x2367, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm256_shuffle_ps(x0145, x2367, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm256_storeu_ps(out, r);
+}
+
 __attribute__((target("avx2,fma"))) static void dots_avx2(const float *a, const float *B, int64_t ldb, int64_t nb,
                                                           int64_t n, float *out)
 {
     int64_t j = 0;
+    if (n % 8 == 0) /* no scalar tail: eight keys per horizontal reduction */
+        for (; j + 8 <= nb; j += 8) {
+            __m256 v[8];
+            for (int k = 0; k < 8; k++) v[k] = dot_acc_avx2(a, B + (j + k) * ldb, n);
+            hsum8_avx2(v, out + j);
+        }
     for (; j + 4 <= nb; j += 4) {
         const float *b0 = B + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
         __m256 p0 = _mm256_setzero_ps(), q0 = _mm256_setzero_ps(), p1 = _mm256_setzero_ps(), q1 = _mm256_setzero_ps();
