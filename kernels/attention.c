@@ -149,6 +149,69 @@ __attribute__((target("avx2,fma"))) static void att_mul_avx2(float *s, int64_t n
 }
 #endif
 
+#ifdef ATT_X86
+/* Y[r][0, vd) = sum_j P[r][j] V[j][0, vd) for r < rows, j < n, straight
+ * from the row-major P (row stride ldp) and V (row stride ldv): the
+ * arithmetic of k_sgemm (the GEMM micro-kernel's FMA chain over j in
+ * slices of 256, each slice added to the sum of the earlier ones), without
+ * packing either operand. vd a multiple of 8. */
+#define ATT_PV_KC 256
+__attribute__((target("avx2,fma"))) static void att_pv_avx2(const float *P, int64_t ldp, int64_t rows, int64_t n,
+                                                            const float *V, int64_t ldv, int64_t vd, float *Y,
+                                                            int64_t ldy)
+{
+    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+        int mr = rows - r0 < 4 ? (int)(rows - r0) : 4;
+        const float *p0 = P + r0 * ldp, *p1 = p0 + (mr > 1 ? ldp : 0), *p2 = p0 + (mr > 2 ? 2 * ldp : 0),
+                    *p3 = p0 + (mr > 3 ? 3 * ldp : 0);
+        for (int64_t c0 = 0; c0 < vd; c0 += 16) {
+            int two = vd - c0 >= 16;
+            for (int64_t k0 = 0; k0 < n; k0 += ATT_PV_KC) {
+                int64_t k1 = n - k0 < ATT_PV_KC ? n : k0 + ATT_PV_KC;
+                __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(),
+                       a11 = _mm256_setzero_ps(), a20 = _mm256_setzero_ps(), a21 = _mm256_setzero_ps(),
+                       a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
+                const float *v = V + k0 * ldv + c0;
+                if (two) {
+                    for (int64_t j = k0; j < k1; j++, v += ldv) {
+                        __m256 b0 = _mm256_loadu_ps(v), b1 = _mm256_loadu_ps(v + 8), a;
+                        a = _mm256_broadcast_ss(p0 + j);
+                        a00 = _mm256_fmadd_ps(a, b0, a00);
+                        a01 = _mm256_fmadd_ps(a, b1, a01);
+                        a = _mm256_broadcast_ss(p1 + j);
+                        a10 = _mm256_fmadd_ps(a, b0, a10);
+                        a11 = _mm256_fmadd_ps(a, b1, a11);
+                        a = _mm256_broadcast_ss(p2 + j);
+                        a20 = _mm256_fmadd_ps(a, b0, a20);
+                        a21 = _mm256_fmadd_ps(a, b1, a21);
+                        a = _mm256_broadcast_ss(p3 + j);
+                        a30 = _mm256_fmadd_ps(a, b0, a30);
+                        a31 = _mm256_fmadd_ps(a, b1, a31);
+                    }
+                } else {
+                    for (int64_t j = k0; j < k1; j++, v += ldv) {
+                        __m256 b0 = _mm256_loadu_ps(v);
+                        a00 = _mm256_fmadd_ps(_mm256_broadcast_ss(p0 + j), b0, a00);
+                        a10 = _mm256_fmadd_ps(_mm256_broadcast_ss(p1 + j), b0, a10);
+                        a20 = _mm256_fmadd_ps(_mm256_broadcast_ss(p2 + j), b0, a20);
+                        a30 = _mm256_fmadd_ps(_mm256_broadcast_ss(p3 + j), b0, a30);
+                    }
+                }
+                __m256 acc[4][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
+                for (int r = 0; r < mr; r++) {
+                    float *y = Y + (r0 + r) * ldy + c0;
+                    for (int h = 0; h < 1 + two; h++) {
+                        __m256 t = acc[r][h];
+                        if (k0) t = _mm256_add_ps(t, _mm256_loadu_ps(y + 8 * h));
+                        _mm256_storeu_ps(y + 8 * h, t);
+                    }
+                }
+            }
+        }
+    }
+}
+#endif
+
 /* One query row whose visible keys are s[0, n) (scores already in s):
  * scale, softcap, softmax against the optional sink, in place. Same
  * arithmetic per element as the bias-row form (the bias is 0 here). */
@@ -224,6 +287,12 @@ static int att_block_ranged(att_core *c, int64_t b, int64_t h, int64_t T, int64_
         for (int64_t j = e > a ? e : a; j < jend; j++) s[j] = 0.0f;
     }
     if (jend > 0) {
+#ifdef ATT_X86
+        if (c->vd % 8 == 0 && k_have_avx2()) {
+            att_pv_avx2(S, ldS, rows, jend, Vb, c->vs[2], c->vd, y, c->ys[2]);
+            return 1;
+        }
+#endif
         if (k_sgemm(0, 0, rows, c->vd, jend, 1.0f, S, ldS, Vb, c->vs[2], 0.0f, y, c->ys[2])) c->nomem = 1;
     } else {
         for (int64_t r = 0; r < rows; r++)
