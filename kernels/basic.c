@@ -177,8 +177,9 @@ enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV };
     default: BIN_LOOP(uint16_t, TO(FROM(x) / FROM(y))); break;                             \
     }
 
-/* Same-shape float operands, large: chunks spread on the pool. */
-#define BIN_CHUNK 16384
+/* Same-shape float operands: AVX2 loops (elementwise: the same result per
+ * element as the scalar form), chunks spread on the pool when large. */
+#define BIN_CHUNK 4096
 typedef struct fbin_job {
     int op;
     const float *a, *b;
@@ -186,18 +187,57 @@ typedef struct fbin_job {
     int64_t n;
 } fbin_job;
 
-static void fbin_task(void *ctx, int64_t t)
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static void fbin_avx2(int op, const float *a, const float *b, float *o, int64_t i0,
+                                                      int64_t i1)
 {
-    const fbin_job *j = ctx;
-    int64_t i0 = t * BIN_CHUNK, i1 = i0 + BIN_CHUNK < j->n ? i0 + BIN_CHUNK : j->n;
+    int64_t i = i0;
+    switch (op) {
+    case OP_ADD:
+        for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+        for (; i < i1; i++) o[i] = a[i] + b[i];
+        break;
+    case OP_SUB:
+        for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + i, _mm256_sub_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+        for (; i < i1; i++) o[i] = a[i] - b[i];
+        break;
+    case OP_MUL:
+        for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+        for (; i < i1; i++) o[i] = a[i] * b[i];
+        break;
+    default:
+        for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + i, _mm256_div_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+        for (; i < i1; i++) o[i] = a[i] / b[i];
+        break;
+    }
+}
+#define FBIN_X86 1
+#endif
+
+static void fbin_range(const fbin_job *j, int64_t i0, int64_t i1)
+{
     const float *a = j->a, *b = j->b;
     float *o = j->o;
+#ifdef FBIN_X86
+    if (k_have_avx2()) {
+        fbin_avx2(j->op, a, b, o, i0, i1);
+        return;
+    }
+#endif
     switch (j->op) {
     case OP_ADD: for (int64_t i = i0; i < i1; i++) o[i] = a[i] + b[i]; break;
     case OP_SUB: for (int64_t i = i0; i < i1; i++) o[i] = a[i] - b[i]; break;
     case OP_MUL: for (int64_t i = i0; i < i1; i++) o[i] = a[i] * b[i]; break;
     default: for (int64_t i = i0; i < i1; i++) o[i] = a[i] / b[i]; break;
     }
+}
+
+static void fbin_task(void *ctx, int64_t t)
+{
+    const fbin_job *j = ctx;
+    int64_t i0 = t * BIN_CHUNK, i1 = i0 + BIN_CHUNK < j->n ? i0 + BIN_CHUNK : j->n;
+    fbin_range(j, i0, i1);
 }
 
 static graft_status binary_run(rt_node *n, int op, graft_error *err)
@@ -215,10 +255,10 @@ static graft_status binary_run(rt_node *n, int op, graft_error *err)
     k_bstrides(b->rank, b->dims, ro, dout, sb);
     rt_tensor *o = rt_out(n, 0, a->dtype, ro, dout, err);
     if (!o) return err->code;
-    if (a->dtype == GRAFT_DTYPE_FLOAT && a->numel == o->numel && b->numel == o->numel && o->numel >= 4 * BIN_CHUNK &&
-        k_threads() > 1) {
+    if (a->dtype == GRAFT_DTYPE_FLOAT && a->numel == o->numel && b->numel == o->numel) {
         fbin_job j = {op, a->data, b->data, o->data, (int64_t)o->numel};
-        k_parallel_for((j.n + BIN_CHUNK - 1) / BIN_CHUNK, fbin_task, &j);
+        if (j.n >= 2 * BIN_CHUNK && k_threads() > 1) k_parallel_for((j.n + BIN_CHUNK - 1) / BIN_CHUNK, fbin_task, &j);
+        else fbin_range(&j, 0, j.n);
         return GRAFT_OK;
     }
     switch (a->dtype) {

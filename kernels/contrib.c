@@ -190,7 +190,7 @@ static graft_status skip_ln(rt_node *n, int simplified, graft_error *err)
                                                         : k_scratch_get(n, 6, (size_t)x->numel * sizeof(float) + 4, err);
     if (!Y || !Ssum) return err->code;
     skip_ln_job j = {X, SK, G, BE, BI, Y, Ssum, mo ? mo->data : NULL, io ? io->data : NULL, D, skrows, R, eps, simplified};
-    if (R >= 16 && R * D >= 16384) {
+    if (R >= 16 && R * D >= 4096) {
         k_parallel_for((R + 7) / 8, skip_ln_task, &j);
     } else {
         for (int64_t r = 0; r < R; r++) skip_ln_row(&j, r);

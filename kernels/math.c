@@ -303,7 +303,7 @@ static int un_f32(const un_state *s, const float *x, float *y, uint64_t cnt)
 
 /* Large float tensors: un_f32 over chunks spread on the pool (elementwise,
  * so the result does not depend on the split). */
-#define UN_CHUNK 16384
+#define UN_CHUNK 4096
 typedef struct un_job {
     const un_state *s;
     const float *x;
@@ -321,7 +321,7 @@ static void un_task(void *ctx, int64_t t)
 
 static int un_f32_par(const un_state *s, const float *x, float *y, uint64_t cnt)
 {
-    if (cnt < 4 * UN_CHUNK || k_threads() <= 1) return un_f32(s, x, y, cnt);
+    if (cnt < 2 * UN_CHUNK || k_threads() <= 1) return un_f32(s, x, y, cnt);
     un_job j = {s, x, y, cnt, 1};
     k_parallel_for((int64_t)((cnt + UN_CHUNK - 1) / UN_CHUNK), un_task, &j);
     return j.ok;
