@@ -1,0 +1,59 @@
+#!/bin/bash
+# graft --device cuda against the ORT goldens, as one device call (issue 7).
+#
+#   here:   make BUILD=build/cudart -j2 build/cudart/graft
+#           bench/cuda_verify_device.sh prepare     # binary, its non-CUDA .so files, composed fixtures
+#   device: run tool, carry [".devcarry-rt"], command:
+#           bash bench/cuda_verify_device.sh run
+#
+# `run` verifies every composed fixture with --device cuda, re-runs a
+# failing one under GRAFT_CUDA_CHECK=1 (names the first device node that
+# differs from its CPU kernel), benches two fixtures on cuda and cpu, and
+# prints a summary table last. Logs go to $OUT.
+set -u
+D=.devcarry-rt
+FIX="gemma4-mobius gemma4-mobius-cuda-f16 llama-builder-fp32 llama-builder-int4 llama-mobius mixed-heads qwen3-builder-fp32 qwen3-builder-int4 qwen3-mobius"
+case "${1:-}" in
+prepare)
+    B=${BUILD:-build/cudart}
+    rm -rf $D && mkdir -p $D/lib $D/x || exit 1
+    cp $B/graft $D/ || exit 1
+    for l in $(ldd $B/graft | awk '/protobuf-c|jansson|pcre2-8|utf8proc/ {print $3}'); do cp -L "$l" $D/lib/; done
+    for f in $FIX; do $B/graft compose tests/fixtures/$f -o $D/x/$f --force -q || exit 1; done
+    du -sh $D
+    ;;
+run)
+    export LD_LIBRARY_PATH=$PWD/$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+    G=$D/graft
+    OUT=${OUT:-/tmp/out}
+    mkdir -p "$OUT"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    ldd $G | grep -i "not found"
+    SUM=""
+    for f in ${FIXTURES:-$FIX}; do
+        gold=tests/fixtures/$f/golden.ort.json
+        timeout 120 $G verify $D/x/$f --golden $gold --device cuda > "$OUT/$f.log" 2>&1
+        rc=$?
+        head -1 "$OUT/$f.log"
+        line=$(tail -1 "$OUT/$f.log")
+        SUM="$SUM\n$f rc=$rc: ${line##*: device}"
+        if [ $rc != 0 ]; then
+            echo "--- $f failed (rc $rc); with GRAFT_CUDA_CHECK=1:"
+            tail -3 "$OUT/$f.log"
+            GRAFT_CUDA_CHECK=1 timeout 120 $G verify $D/x/$f --golden $gold --device cuda -q 2>&1 | tail -2
+        fi
+    done
+    echo "=== bench (tiny fixtures: launch-bound, not a bandwidth figure)"
+    for f in gemma4-mobius llama-builder-int4; do
+        for dv in cuda cpu; do
+            timeout 60 $G bench $D/x/$f --device $dv --prompt-tokens 64 --new-tokens 32 --repeat 2 2>&1 | tail -3
+        done
+    done
+    echo "=== summary"
+    printf "$SUM\n"
+    ;;
+*)
+    echo "usage: $0 prepare|run" >&2
+    exit 2
+    ;;
+esac
