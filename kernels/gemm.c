@@ -176,6 +176,11 @@ void k_parallel_for(int64_t n_tasks, k_task_fn fn, void *ctx)
 void *k_buf_get(k_buf *b, size_t bytes)
 {
     if (bytes <= b->cap && b->p) return b->p;
+    /* more than the machine's memory: fail here (an overcommitted
+     * allocation would only fail when touched, by the OOM killer) */
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (bytes > SIZE_MAX - 64 || (pages > 0 && psz > 0 && (uint64_t)bytes > (uint64_t)pages * (uint64_t)psz))
+        return NULL;
     size_t alloc = (bytes + 63) / 64 * 64;
     if (alloc == 0) alloc = 64;
     void *p = aligned_alloc(64, alloc);

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/rt.h"
 
@@ -81,6 +82,15 @@ static rt_tensor *shape_out(rt_node *n, int i, int dtype, int rank, const int64_
     return t;
 }
 
+/* The machine's physical memory in bytes (0: unknown). A single buffer
+ * larger than this cannot be used: with overcommit its allocation may still
+ * succeed and touching it would bring the OOM killer instead of an error. */
+static uint64_t phys_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+}
+
 rt_tensor *rt_out(rt_node *n, int i, int dtype, int rank, const int64_t *dims, graft_error *err)
 {
     uint64_t nb;
@@ -88,6 +98,12 @@ rt_tensor *rt_out(rt_node *n, int i, int dtype, int rank, const int64_t *dims, g
     if (!t) return NULL;
     if (t->cap == 0) t->data = NULL; /* was a view */
     if (nb > t->cap || !t->data) {
+        uint64_t phys = phys_bytes();
+        if (phys && nb > phys) {
+            rt_err(n, err, GRAFT_ENOMEM, "output %d needs %llu bytes, more than this machine's %llu bytes of memory",
+                   i, (unsigned long long)nb, (unsigned long long)phys);
+            return NULL;
+        }
         size_t want = nb > t->cap ? (size_t)nb : t->cap;
         size_t alloc = (want + 63) / 64 * 64;
         if (alloc == 0) alloc = 64;
