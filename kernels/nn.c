@@ -4,6 +4,8 @@
  * RotaryEmbedding. Floating types compute in fp32 (fp16/bf16/double are
  * converted on the way in and out); MatMul also takes integer types. */
 #include <math.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "kernels/gemm.h"
 #include "kernels/kcommon.h"
@@ -43,6 +45,18 @@ static const k_bpack *matmul_packed_b(rt_node *n, const rt_tensor *b)
     if (!k_bpack_init(&st->pb, b->dtype, b->data, b->dims[0], b->dims[1])) return NULL; /* fall back */
     st->pb_key = b->data;
     st->pb_bytes = b->nbytes;
+#ifdef MADV_PAGEOUT
+    /* The packed copy is what runs from now on: the original's pages (the
+     * mapped weight file, or a heap copy) are handed back to the kernel.
+     * MADV_PAGEOUT keeps the contents (clean file pages are dropped and
+     * read again if touched, anonymous ones swapped or kept), so another
+     * reader of the same initializer still sees it. Whole pages inside the
+     * tensor only; a failure changes nothing. */
+    long psz = sysconf(_SC_PAGESIZE);
+    uintptr_t pm = psz > 0 ? (uintptr_t)psz - 1 : 4095;
+    uintptr_t lo = ((uintptr_t)b->data + pm) & ~pm, hi = ((uintptr_t)b->data + b->nbytes) & ~pm;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_PAGEOUT);
+#endif
     return &st->pb;
 }
 
