@@ -6,13 +6,12 @@
  * of values. KV caches are concatenated into the present outputs. */
 #include <math.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define ATT_X86 1
-#endif
-
 #include "kernels/gemm.h"
 #include "kernels/kcommon.h"
+#include "kernels/kvec.h"
+#ifdef KV_X86
+#define ATT_X86 1
+#endif
 
 /* ------------------------------------------------------------ core */
 
@@ -50,39 +49,7 @@ static _Thread_local k_buf tl_blk;
 #define ATT_QB 32 /* query rows per block of the GEMM form */
 
 #ifdef ATT_X86
-/* e^x for four doubles, |relative error| < 1e-14 for x in [-200, 100]
- * (clamped there): x = k ln2 + r, |r| <= ln2/2, e^r by its Taylor series
- * to r^11, times 2^k through the exponent bits. Rounded to float, this is
- * the correctly rounded expf except when e^x lies within 1e-14 of a
- * rounding boundary, so it agrees with libm's expf (itself within 0.502
- * ulp) on all but a tiny fraction of inputs. NaN stays NaN. */
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256d att_exp4d(__m256d x)
-{
-    x = _mm256_max_pd(_mm256_set1_pd(-200.0), x); /* NaN: the second operand, kept */
-    x = _mm256_min_pd(_mm256_set1_pd(100.0), x);
-    __m256d k = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634074)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    /* ln 2 in two parts: k * hi is exact for |k| < 2^11 */
-    __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(6.93147180369123816490e-01), x);
-    r = _mm256_fnmadd_pd(k, _mm256_set1_pd(1.90821492927058770002e-10), r);
-    __m256d p = _mm256_set1_pd(1.0 / 39916800.0);
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 3628800.0));
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 362880.0));
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 40320.0));
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 5040.0));
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 720.0));
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 120.0));
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 24.0));
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / 6.0));
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(0.5));
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0));
-    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0));
-    __m256i ki = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k));
-    __m256i bits = _mm256_slli_epi64(_mm256_add_epi64(ki, _mm256_set1_epi64x(1023)), 52);
-    return _mm256_mul_pd(p, _mm256_castsi256_pd(bits));
-}
-
-/* s[j] = expf(s[j] - m) (as att_exp4d rounded to float) for j in [0, n);
+/* s[j] = expf(s[j] - m) (as kv_exp4d rounded to float) for j in [0, n);
  * returns the sum of the stored values in double. */
 __attribute__((target("avx2,fma"))) static double att_exp_row_avx2(float *s, int64_t n, float m)
 {
@@ -91,8 +58,8 @@ __attribute__((target("avx2,fma"))) static double att_exp_row_avx2(float *s, int
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) { /* two independent chains */
         __m256 d = _mm256_sub_ps(_mm256_loadu_ps(s + j), vm);
-        __m128 e0 = _mm256_cvtpd_ps(att_exp4d(_mm256_cvtps_pd(_mm256_castps256_ps128(d))));
-        __m128 e1 = _mm256_cvtpd_ps(att_exp4d(_mm256_cvtps_pd(_mm256_extractf128_ps(d, 1))));
+        __m128 e0 = _mm256_cvtpd_ps(kv_exp4d(_mm256_cvtps_pd(_mm256_castps256_ps128(d))));
+        __m128 e1 = _mm256_cvtpd_ps(kv_exp4d(_mm256_cvtps_pd(_mm256_extractf128_ps(d, 1))));
         _mm_storeu_ps(s + j, e0);
         _mm_storeu_ps(s + j + 4, e1);
         acc = _mm256_add_pd(acc, _mm256_cvtps_pd(e0));
@@ -101,14 +68,14 @@ __attribute__((target("avx2,fma"))) static double att_exp_row_avx2(float *s, int
     acc = _mm256_add_pd(acc, acc2);
     for (; j + 4 <= n; j += 4) {
         __m128 d = _mm_sub_ps(_mm_loadu_ps(s + j), _mm256_castps256_ps128(vm));
-        __m128 e = _mm256_cvtpd_ps(att_exp4d(_mm256_cvtps_pd(d)));
+        __m128 e = _mm256_cvtpd_ps(kv_exp4d(_mm256_cvtps_pd(d)));
         _mm_storeu_ps(s + j, e);
         acc = _mm256_add_pd(acc, _mm256_cvtps_pd(e));
     }
     if (j < n) {
         float t[4] = {-1000.0f, -1000.0f, -1000.0f, -1000.0f}; /* e^-1000: 0 */
         for (int64_t x = j; x < n; x++) t[x - j] = s[x] - m;
-        __m128 e = _mm256_cvtpd_ps(att_exp4d(_mm256_cvtps_pd(_mm_loadu_ps(t))));
+        __m128 e = _mm256_cvtpd_ps(kv_exp4d(_mm256_cvtps_pd(_mm_loadu_ps(t))));
         _mm_storeu_ps(t, e);
         for (int64_t x = j; x < n; x++) s[x] = t[x - j];
         acc = _mm256_add_pd(acc, _mm256_cvtps_pd(e));

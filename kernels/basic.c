@@ -177,67 +177,100 @@ enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV };
     default: BIN_LOOP(uint16_t, TO(FROM(x) / FROM(y))); break;                             \
     }
 
-/* Same-shape float operands: AVX2 loops (elementwise: the same result per
- * element as the scalar form), chunks spread on the pool when large. */
+/* Float operands that are, over rows of the output's last dimension D,
+ * each either the full tensor, one value, one row repeated (shape [D]), or
+ * one value per row (shape [..., 1]): element (r, c) of X at
+ * X[r * rs + c * cs]. AVX2 loops (elementwise: the same result per element
+ * as the scalar form), rows spread on the pool when large. */
 #define BIN_CHUNK 4096
 typedef struct fbin_job {
     int op;
     const float *a, *b;
+    int64_t ars, acs, brs, bcs;
     float *o;
-    int64_t n;
+    int64_t R, D, rows_per_task;
 } fbin_job;
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-__attribute__((target("avx2"))) static void fbin_avx2(int op, const float *a, const float *b, float *o, int64_t i0,
-                                                      int64_t i1)
+#define FBIN_OP(OPV, OPS)                                                                  \
+    for (; c + 8 <= D; c += 8) {                                                           \
+        __m256 x = acs ? _mm256_loadu_ps(a + c) : _mm256_set1_ps(a[0]);                    \
+        __m256 y = bcs ? _mm256_loadu_ps(b + c) : _mm256_set1_ps(b[0]);                    \
+        _mm256_storeu_ps(o + c, OPV(x, y));                                                \
+    }                                                                                      \
+    for (; c < D; c++) o[c] = a[c * acs] OPS b[c * bcs];
+__attribute__((target("avx2"))) static void fbin_row_avx2(int op, const float *a, int64_t acs, const float *b,
+                                                          int64_t bcs, float *o, int64_t D)
 {
-    int64_t i = i0;
+    int64_t c = 0;
     switch (op) {
-    case OP_ADD:
-        for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-        for (; i < i1; i++) o[i] = a[i] + b[i];
-        break;
-    case OP_SUB:
-        for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + i, _mm256_sub_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-        for (; i < i1; i++) o[i] = a[i] - b[i];
-        break;
-    case OP_MUL:
-        for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-        for (; i < i1; i++) o[i] = a[i] * b[i];
-        break;
-    default:
-        for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + i, _mm256_div_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-        for (; i < i1; i++) o[i] = a[i] / b[i];
-        break;
+    case OP_ADD: FBIN_OP(_mm256_add_ps, +); break;
+    case OP_SUB: FBIN_OP(_mm256_sub_ps, -); break;
+    case OP_MUL: FBIN_OP(_mm256_mul_ps, *); break;
+    default: FBIN_OP(_mm256_div_ps, /); break;
     }
 }
 #define FBIN_X86 1
 #endif
 
-static void fbin_range(const fbin_job *j, int64_t i0, int64_t i1)
+static void fbin_rows(const fbin_job *j, int64_t r0, int64_t r1)
 {
-    const float *a = j->a, *b = j->b;
-    float *o = j->o;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *a = j->a + r * j->ars, *b = j->b + r * j->brs;
+        float *o = j->o + r * j->D;
+        int64_t D = j->D, acs = j->acs, bcs = j->bcs;
 #ifdef FBIN_X86
-    if (k_have_avx2()) {
-        fbin_avx2(j->op, a, b, o, i0, i1);
-        return;
-    }
+        if (k_have_avx2()) {
+            fbin_row_avx2(j->op, a, acs, b, bcs, o, D);
+            continue;
+        }
 #endif
-    switch (j->op) {
-    case OP_ADD: for (int64_t i = i0; i < i1; i++) o[i] = a[i] + b[i]; break;
-    case OP_SUB: for (int64_t i = i0; i < i1; i++) o[i] = a[i] - b[i]; break;
-    case OP_MUL: for (int64_t i = i0; i < i1; i++) o[i] = a[i] * b[i]; break;
-    default: for (int64_t i = i0; i < i1; i++) o[i] = a[i] / b[i]; break;
+        switch (j->op) {
+        case OP_ADD: for (int64_t c = 0; c < D; c++) o[c] = a[c * acs] + b[c * bcs]; break;
+        case OP_SUB: for (int64_t c = 0; c < D; c++) o[c] = a[c * acs] - b[c * bcs]; break;
+        case OP_MUL: for (int64_t c = 0; c < D; c++) o[c] = a[c * acs] * b[c * bcs]; break;
+        default: for (int64_t c = 0; c < D; c++) o[c] = a[c * acs] / b[c * bcs]; break;
+        }
     }
 }
 
 static void fbin_task(void *ctx, int64_t t)
 {
     const fbin_job *j = ctx;
-    int64_t i0 = t * BIN_CHUNK, i1 = i0 + BIN_CHUNK < j->n ? i0 + BIN_CHUNK : j->n;
-    fbin_range(j, i0, i1);
+    int64_t r0 = t * j->rows_per_task, r1 = r0 + j->rows_per_task < j->R ? r0 + j->rows_per_task : j->R;
+    fbin_rows(j, r0, r1);
+}
+
+/* The (row, column) strides of operand x over rows of D in output o (see
+ * fbin_job); 0 when x is not one of the four forms. */
+static int fbin_form(const rt_tensor *x, const int64_t *sx, const rt_tensor *o, int64_t D, int64_t *rs, int64_t *cs)
+{
+    int ro = o->rank;
+    if (x->numel == o->numel) { /* broadcast to the same count: the same shape */
+        *rs = D, *cs = 1;
+        return 1;
+    }
+    if (x->numel == 1) {
+        *rs = 0, *cs = 0;
+        return 1;
+    }
+    int64_t st = 1;
+    int row = sx[ro - 1] == 1 && (int64_t)x->numel == D, col = sx[ro - 1] == 0;
+    for (int d = ro - 2; d >= 0; d--) {
+        if (sx[d] != 0) row = 0;
+        if (o->dims[d] > 1 && sx[d] != st) col = 0;
+        st *= o->dims[d];
+    }
+    if (row) {
+        *rs = 0, *cs = 1;
+        return 1;
+    }
+    if (col && (int64_t)x->numel * D == (int64_t)o->numel) {
+        *rs = 1, *cs = 0;
+        return 1;
+    }
+    return 0;
 }
 
 static graft_status binary_run(rt_node *n, int op, graft_error *err)
@@ -255,11 +288,37 @@ static graft_status binary_run(rt_node *n, int op, graft_error *err)
     k_bstrides(b->rank, b->dims, ro, dout, sb);
     rt_tensor *o = rt_out(n, 0, a->dtype, ro, dout, err);
     if (!o) return err->code;
-    if (a->dtype == GRAFT_DTYPE_FLOAT && a->numel == o->numel && b->numel == o->numel) {
-        fbin_job j = {op, a->data, b->data, o->data, (int64_t)o->numel};
-        if (j.n >= 2 * BIN_CHUNK && k_threads() > 1) k_parallel_for((j.n + BIN_CHUNK - 1) / BIN_CHUNK, fbin_task, &j);
-        else fbin_range(&j, 0, j.n);
-        return GRAFT_OK;
+    if (a->dtype == GRAFT_DTYPE_FLOAT && o->numel && ro >= 1) {
+        fbin_job j = {op, a->data, b->data, 0, 0, 0, 0, o->data, 0, o->dims[ro - 1], 0};
+        j.R = (int64_t)o->numel / j.D;
+        if (fbin_form(a, sa, o, j.D, &j.ars, &j.acs) && fbin_form(b, sb, o, j.D, &j.brs, &j.bcs)) {
+            if (j.acs == 1 && j.bcs == 1 && j.ars == j.D && j.brs == j.D) { /* both full: one long row */
+                j.D = (int64_t)o->numel, j.R = 1, j.ars = j.brs = 0;
+                int64_t ch = (j.D + BIN_CHUNK - 1) / BIN_CHUNK;
+                if (ch >= 2 && k_threads() > 1) { /* chunks as rows of BIN_CHUNK */
+                    j.R = ch;
+                    j.D = BIN_CHUNK;
+                    j.ars = j.brs = BIN_CHUNK;
+                    if ((int64_t)o->numel % BIN_CHUNK) { /* the ragged tail on this thread */
+                        j.R = ch - 1;
+                        fbin_job t = j;
+                        t.a += j.R * BIN_CHUNK, t.b += j.R * BIN_CHUNK, t.o += j.R * BIN_CHUNK;
+                        t.D = (int64_t)o->numel - j.R * BIN_CHUNK, t.R = 1;
+                        fbin_rows(&t, 0, 1);
+                    }
+                    j.rows_per_task = 1;
+                    k_parallel_for(j.R, fbin_task, &j);
+                    return GRAFT_OK;
+                }
+                fbin_rows(&j, 0, 1);
+                return GRAFT_OK;
+            }
+            j.rows_per_task = BIN_CHUNK / j.D > 1 ? BIN_CHUNK / j.D : 1;
+            if ((int64_t)o->numel >= 2 * BIN_CHUNK && k_threads() > 1)
+                k_parallel_for((j.R + j.rows_per_task - 1) / j.rows_per_task, fbin_task, &j);
+            else fbin_rows(&j, 0, j.R);
+            return GRAFT_OK;
+        }
     }
     switch (a->dtype) {
     case GRAFT_DTYPE_FLOAT: BIN_OPS(float); break;

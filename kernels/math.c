@@ -18,6 +18,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/kmath.h"
+#include "kernels/kvec.h"
 
 /* ------------------------------------------------------------ broadcasting */
 
@@ -295,6 +296,12 @@ __attribute__((target("avx2"))) static int un_f32_avx2(const un_state *s, const 
 
 static int un_f32(const un_state *s, const float *x, float *y, uint64_t cnt)
 {
+#ifdef KV_X86
+    if (s->op == U_TANH && k_have_avx2()) { /* libm's tanhf is scalar and slow */
+        kv_tanh_f32(x, y, (int64_t)cnt);
+        return 1;
+    }
+#endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
     if (k_have_avx2()) return un_f32_avx2(s, x, y, cnt);
 #endif
