@@ -34,6 +34,7 @@ struct att_core {
     float scale, softcap;
     att_bias_fn bias;
     att_range_fn range; /* or NULL: always the bias row */
+    const int64_t *rlo, *rhi; /* or range's answers for every head, [B, Sq] (lo -1: not an interval) */
     const void *ctx;
     const float *sink; /* per query head, added to the softmax denominator; NULL: none */
     float *qk;         /* [B, Hq, Sq, T] or NULL */
@@ -236,7 +237,12 @@ static int att_block_ranged(att_core *c, int64_t b, int64_t h, int64_t T, int64_
 {
     int64_t lo[ATT_QB], hi[ATT_QB], jend = 0;
     for (int64_t r = 0; r < rows; r++) {
-        if (!c->range(c, b, h, i0 + r, T, &lo[r], &hi[r])) return 0;
+        if (c->rlo) {
+            if ((lo[r] = c->rlo[b * c->Sq + i0 + r]) < 0) return 0;
+            hi[r] = c->rhi[b * c->Sq + i0 + r];
+        } else if (!c->range(c, b, h, i0 + r, T, &lo[r], &hi[r])) {
+            return 0;
+        }
         if (hi[r] > jend) jend = hi[r];
     }
     const float *q = c->Q + b * c->qs[0] + h * c->qs[1] + i0 * c->qs[2];
@@ -677,6 +683,16 @@ static graft_status attention_run(rt_node *n, graft_error *err)
     c.bias = onnx_att_bias;
     c.range = onnx_att_range;
     c.ctx = &x;
+    if (!qko && Sq >= 2 && (!x.mask || x.ms[1] == 0)) {
+        /* the rows' intervals do not depend on the head: found once here
+         * (a mask row is scanned once, not once per head) */
+        int64_t *r = k_scratch_get(n, 11, (size_t)(2 * B * Sq) * sizeof(int64_t), err);
+        if (!r) return err->code;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < Sq; i++)
+                if (!onnx_att_range(&c, b, 0, i, T, &r[b * Sq + i], &r[B * Sq + b * Sq + i])) r[b * Sq + i] = -1;
+        c.rlo = r, c.rhi = r + B * Sq;
+    }
     float *QK = NULL;
     if (qko) {
         QK = qko->dtype == GRAFT_DTYPE_FLOAT ? qko->data : k_scratch_get(n, 8, (size_t)qko->numel * 4 + 4, err);

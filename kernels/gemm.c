@@ -332,7 +332,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline __m256 dot_acc_
 
 /* hsum256 of eight vectors at once, same additions in the same order:
  * out[j] = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)) of v[j]. */
-__attribute__((target("avx2,fma"))) static void hsum8_avx2(const __m256 *v, float *out)
+__attribute__((target("avx2,fma"), always_inline)) static inline void hsum8_avx2(const __m256 *v, float *out)
 {
     /* [lo + hi of v[a] | lo + hi of v[a + 4]] */
     __m256 w04 = _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[4], 0x20), _mm256_permute2f128_ps(v[0], v[4], 0x31));
@@ -354,12 +354,24 @@ __attribute__((target("avx2,fma"))) static void dots_avx2(const float *a, const 
                                                           int64_t n, float *out)
 {
     int64_t j = 0;
-    if (n % 8 == 0) /* no scalar tail: eight keys per horizontal reduction */
-        for (; j + 8 <= nb; j += 8) {
-            __m256 v[8];
-            for (int k = 0; k < 8; k++) v[k] = dot_acc_avx2(a, B + (j + k) * ldb, n);
-            hsum8_avx2(v, out + j);
-        }
+    /* no scalar tail: eight keys per horizontal reduction; the usual head
+     * sizes get a constant n (loops unrolled) */
+#define DOTS8(NCONST)                                                                      \
+    for (; j + 8 <= nb; j += 8) {                                                          \
+        __m256 v[8];                                                                       \
+        for (int k = 0; k < 8; k++) v[k] = dot_acc_avx2(a, B + (j + k) * ldb, NCONST);     \
+        hsum8_avx2(v, out + j);                                                            \
+    }
+    if (n == 16) {
+        DOTS8(16)
+    } else if (n == 32) {
+        DOTS8(32)
+    } else if (n == 64) {
+        DOTS8(64)
+    } else if (n % 8 == 0) {
+        DOTS8(n)
+    }
+#undef DOTS8
     for (; j + 4 <= nb; j += 4) {
         const float *b0 = B + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
         __m256 p0 = _mm256_setzero_ps(), q0 = _mm256_setzero_ps(), p1 = _mm256_setzero_ps(), q1 = _mm256_setzero_ps();
