@@ -50,32 +50,7 @@ static _Thread_local k_buf tl_blk;
 #define ATT_QB 32 /* query rows per block of the GEMM form */
 
 #ifdef ATT_X86
-/* e^x for eight floats, km_expf's method (kernels/kmath.h: Cephes'
- * degree-6 polynomial after x = n ln2 + r) with FMAs: within 2 ulp. */
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256 att_exp8f(__m256 x)
-{
-    __m256 xc = _mm256_min_ps(_mm256_set1_ps(88.7228391116729996f), x);
-    xc = _mm256_max_ps(_mm256_set1_ps(-87.3365478515625f), xc);
-    __m256 fn = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i n = _mm256_cvtps_epi32(fn), h = _mm256_srai_epi32(n, 1);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(n, h), _mm256_set1_epi32(127)), 23));
-    __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(-87.3365478515625f), _CMP_LT_OQ));
-    return y;
-}
-
-/* s[j] = e^(s[j] - m) (att_exp8f, within 2 ulp of expf) for j in [0, n);
+/* s[j] = e^(s[j] - m) (kv_exp8f, within 2 ulp of expf) for j in [0, n);
  * returns the sum of the stored values in double. */
 __attribute__((target("avx2,fma"))) static double att_exp_row_avx2(float *s, int64_t n, float m)
 {
@@ -83,7 +58,7 @@ __attribute__((target("avx2,fma"))) static double att_exp_row_avx2(float *s, int
     __m256d acc = _mm256_setzero_pd(), acc2 = _mm256_setzero_pd();
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 e = att_exp8f(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+        __m256 e = kv_exp8f(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
         _mm256_storeu_ps(s + j, e);
         acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         acc2 = _mm256_add_pd(acc2, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
@@ -91,7 +66,7 @@ __attribute__((target("avx2,fma"))) static double att_exp_row_avx2(float *s, int
     if (j < n) {
         float t[8];
         for (int x = 0; x < 8; x++) t[x] = j + x < n ? s[j + x] - m : -1000.0f; /* e^-1000: 0 */
-        __m256 e = att_exp8f(_mm256_loadu_ps(t));
+        __m256 e = kv_exp8f(_mm256_loadu_ps(t));
         _mm256_storeu_ps(t, e);
         for (int64_t x = j; x < n; x++) s[x] = t[x - j];
         acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));

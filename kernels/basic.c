@@ -295,7 +295,7 @@ static graft_status binary_run(rt_node *n, int op, graft_error *err)
             if (j.acs == 1 && j.bcs == 1 && j.ars == j.D && j.brs == j.D) { /* both full: one long row */
                 j.D = (int64_t)o->numel, j.R = 1, j.ars = j.brs = 0;
                 int64_t ch = (j.D + BIN_CHUNK - 1) / BIN_CHUNK;
-                if (ch >= 2 && k_threads() > 1) { /* chunks as rows of BIN_CHUNK */
+                if (ch >= 16 && k_threads() > 1) { /* chunks as rows of BIN_CHUNK (below 64K: a wake-up costs more) */
                     j.R = ch;
                     j.D = BIN_CHUNK;
                     j.ars = j.brs = BIN_CHUNK;
@@ -314,7 +314,7 @@ static graft_status binary_run(rt_node *n, int op, graft_error *err)
                 return GRAFT_OK;
             }
             j.rows_per_task = BIN_CHUNK / j.D > 1 ? BIN_CHUNK / j.D : 1;
-            if ((int64_t)o->numel >= 2 * BIN_CHUNK && k_threads() > 1)
+            if ((int64_t)o->numel >= 16 * BIN_CHUNK && k_threads() > 1)
                 k_parallel_for((j.R + j.rows_per_task - 1) / j.rows_per_task, fbin_task, &j);
             else fbin_rows(&j, 0, j.R);
             return GRAFT_OK;

@@ -6,6 +6,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/kcommon.h"
+#include "kernels/kvec.h"
 
 #define MS "com.microsoft"
 
@@ -35,6 +36,13 @@ static graft_status simplified_ln_run(rt_node *n, graft_error *err)
     for (int64_t r = 0; r < R; r++) {
         const float *xr = X + r * D;
         float *yr = Y + r * D;
+#ifdef KV_X86
+        if (k_have_avx2()) {
+            float inv = kv_rms_row(xr, S, yr, D, eps);
+            if (io) ((float *)io->data)[r] = inv;
+            continue;
+        }
+#endif
         double s = 0;
         for (int64_t i = 0; i < D; i++) s += (double)xr[i] * xr[i];
         float inv = (float)(1.0 / sqrt(s / (double)D + (double)eps));
@@ -106,6 +114,22 @@ __attribute__((target("avx2,fma"))) static double skip_sq_avx2(const float *t, f
     }
     return s;
 }
+/* y = (t - mean) * inv * g (+ be), as the scalar loop */
+__attribute__((target("avx2,fma"))) static void skip_out_avx2(const float *t, float mean, float inv, const float *g,
+                                                              const float *be, float *y, int64_t D)
+{
+    __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(inv);
+    int64_t i = 0;
+    for (; i + 8 <= D; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(t + i), vm), vi), _mm256_loadu_ps(g + i));
+        if (be) v = _mm256_add_ps(v, _mm256_loadu_ps(be + i));
+        _mm256_storeu_ps(y + i, v);
+    }
+    for (; i < D; i++) {
+        float v = (t[i] - mean) * inv * g[i];
+        y[i] = be ? v + be[i] : v;
+    }
+}
 #define SKIP_X86 1
 #endif
 
@@ -120,10 +144,7 @@ static void skip_ln_row(const skip_ln_job *j, int64_t r)
         float mean = j->simplified ? 0.0f : (float)(s / (double)D);
         double q = skip_sq_avx2(t, mean, D);
         float inv = (float)(1.0 / sqrt(q / (double)D + (double)j->eps));
-        for (int64_t i = 0; i < D; i++) {
-            float v = (t[i] - mean) * inv * j->G[i];
-            yr[i] = j->BE ? v + j->BE[i] : v;
-        }
+        skip_out_avx2(t, mean, inv, j->G, j->BE, yr, D);
         if (j->mean) j->mean[r] = mean;
         if (j->inv) j->inv[r] = inv;
         return;

@@ -75,6 +75,86 @@ __attribute__((target("avx2,fma"))) static inline void kv_tanh_f32(const float *
         for (int64_t k = i; k < n; k++) y[k] = t[k - i];
     }
 }
+/* e^x for eight floats, km_expf's method (kernels/kmath.h: Cephes'
+ * degree-6 polynomial after x = n ln2 + r) with FMAs: within 2 ulp. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 kv_exp8f(__m256 x)
+{
+    __m256 xc = _mm256_min_ps(_mm256_set1_ps(88.7228391116729996f), x);
+    xc = _mm256_max_ps(_mm256_set1_ps(-87.3365478515625f), xc);
+    __m256 fn = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i n = _mm256_cvtps_epi32(fn), h = _mm256_srai_epi32(n, 1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(n, h), _mm256_set1_epi32(127)), 23));
+    __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(-87.3365478515625f), _CMP_LT_OQ));
+    return y;
+}
+
+/* y[i] = 1 / (1 + e^-x[i]) for n floats (x == y allowed): e = e^-|x| by
+ * kv_exp8f, r = 1 / (1 + e), x >= 0 ? r : e r (no overflow, no
+ * cancellation), as kmath.h's scalar sigmoid but with FMAs in the exp. */
+__attribute__((target("avx2,fma"))) static inline void kv_sigmoid_f32(const float *x, float *y, int64_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    int64_t i = 0;
+    for (; i < n; i += 8) {
+        float t[8];
+        __m256 v;
+        if (i + 8 <= n) {
+            v = _mm256_loadu_ps(x + i);
+        } else {
+            for (int k = 0; k < 8; k++) t[k] = i + k < n ? x[i + k] : 0.0f;
+            v = _mm256_loadu_ps(t);
+        }
+        __m256 e = kv_exp8f(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_and_ps(v, absmask)));
+        __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+        r = _mm256_blendv_ps(_mm256_mul_ps(e, r), r, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GE_OQ));
+        r = _mm256_blendv_ps(r, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)); /* NaN stays NaN */
+        if (i + 8 <= n) {
+            _mm256_storeu_ps(y + i, r);
+        } else {
+            _mm256_storeu_ps(t, r);
+            for (int k = 0; i + k < n; k++) y[i + k] = t[k];
+        }
+    }
+}
+
+/* One RMS-normalised row: y = x * inv * s with inv = 1 / sqrt(mean(x^2) +
+ * eps), the sum of squares in double over eight lanes (each term as in a
+ * scalar double loop; only the order of the double additions differs).
+ * Returns inv. */
+__attribute__((target("avx2,fma"))) static inline float kv_rms_row(const float *x, const float *s, float *y, int64_t D,
+                                                                   float eps)
+{
+    int64_t i = 0;
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    for (; i + 8 <= D; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        a0 = _mm256_add_pd(a0, _mm256_mul_pd(d0, d0));
+        a1 = _mm256_add_pd(a1, _mm256_mul_pd(d1, d1));
+    }
+    double q[4];
+    _mm256_storeu_pd(q, _mm256_add_pd(a0, a1));
+    double sum = (q[0] + q[1]) + (q[2] + q[3]);
+    for (; i < D; i++) sum += (double)x[i] * x[i];
+    float inv = (float)(1.0 / __builtin_sqrt(sum / (double)D + (double)eps));
+    __m256 vi = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= D; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi), _mm256_loadu_ps(s + i)));
+    for (; i < D; i++) y[i] = x[i] * inv * s[i];
+    return inv;
+}
 #endif
 
 #endif
