@@ -473,9 +473,57 @@ static void ukr_c(int64_t kc, const float *Ap, const float *Bp, float *C, int64_
 }
 
 #ifdef K_X86
+/* The micro-kernel for the last panel of 1-3 rows (M = 128 leaves 2):
+ * the same FMA chain per element as ukr_avx2, without the 6-row work.
+ * Row r's depth k is at ar[k * astep] (packed panel: astep MR). */
+__attribute__((target("avx2,fma"))) static void ukr3_avx2(int64_t kc, const float *a0, const float *a1, const float *a2,
+                                                          int64_t astep, const float *Bp, float *C, int64_t ldc,
+                                                          float alpha, int mr, int nr, int store)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_loadu_ps(Bp), b1 = _mm256_loadu_ps(Bp + 8), a;
+        a = _mm256_broadcast_ss(a0 + k * astep);
+        c00 = _mm256_fmadd_ps(a, b0, c00);
+        c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(a1 + k * astep);
+        c10 = _mm256_fmadd_ps(a, b0, c10);
+        c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(a2 + k * astep);
+        c20 = _mm256_fmadd_ps(a, b0, c20);
+        c21 = _mm256_fmadd_ps(a, b1, c21);
+        Bp += NR;
+    }
+    __m256 va = _mm256_set1_ps(alpha);
+    __m256 rows[3][2] = {{c00, c01}, {c10, c11}, {c20, c21}};
+    for (int r = 0; r < mr; r++) {
+        float *c = C + r * ldc;
+        if (nr == NR && store) {
+            _mm256_storeu_ps(c, _mm256_mul_ps(va, rows[r][0]));
+            _mm256_storeu_ps(c + 8, _mm256_mul_ps(va, rows[r][1]));
+        } else if (nr == NR) {
+            _mm256_storeu_ps(c, _mm256_fmadd_ps(va, rows[r][0], _mm256_loadu_ps(c)));
+            _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(va, rows[r][1], _mm256_loadu_ps(c + 8)));
+        } else {
+            float tmp[NR];
+            _mm256_storeu_ps(tmp, rows[r][0]);
+            _mm256_storeu_ps(tmp + 8, rows[r][1]);
+            for (int x = 0; x < nr; x++) c[x] = alpha * tmp[x] + (store ? 0.0f : c[x]);
+        }
+    }
+}
+#endif
+
+#ifdef K_X86
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *Ap, const float *Bp, float *C,
                                                          int64_t ldc, float alpha, int mr, int nr, int store)
 {
+    if (mr <= 3) {
+        ukr3_avx2(kc, Ap, Ap + (mr > 1), Ap + (mr > 2) * 2, MR, Bp, C, ldc, alpha, mr, nr, store);
+        return;
+    }
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
     __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
@@ -538,6 +586,10 @@ __attribute__((target("avx2,fma"))) static void ukr_rows_avx2(int64_t kc, const 
                                                               const float *Bp, float *C, int64_t ldc, float alpha,
                                                               int mr, int nr, int store)
 {
+    if (mr <= 3) {
+        ukr3_avx2(kc, A, A + (mr > 1 ? lda : 0), A + (mr > 2 ? 2 * lda : 0), 1, Bp, C, ldc, alpha, mr, nr, store);
+        return;
+    }
     const float *a0 = A, *a1 = A + (mr > 1 ? lda : 0), *a2 = A + (mr > 2 ? 2 * lda : 0),
                 *a3 = A + (mr > 3 ? 3 * lda : 0), *a4 = A + (mr > 4 ? 4 * lda : 0), *a5 = A + (mr > 5 ? 5 * lda : 0);
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
