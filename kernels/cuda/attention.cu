@@ -45,7 +45,7 @@ template <typename T, int D, int GT> struct attn_layout {
 };
 
 /* Key range [j0, j1) of split `split` for a sequence of `len` keys. */
-__device__ __forceinline__ void attn_range(const attn_params &p, int len, int split, int *j0, int *j1)
+__device__ __forceinline__ void attn_range(const attn_params &p, int len, int split, int *j0, int *j1, int tile = AT_TK)
 {
     if (len > p.max_seq) len = p.max_seq;
     if (len < 0) len = 0;
@@ -53,7 +53,7 @@ __device__ __forceinline__ void attn_range(const attn_params &p, int len, int sp
     if (lo < 0) lo = 0;
     int n = len - (int)lo;
     int chunk = (n + p.nsplit - 1) / p.nsplit;
-    chunk = (chunk + AT_TK - 1) / AT_TK * AT_TK;
+    chunk = (chunk + tile - 1) / tile * tile;
     long long a = lo + (long long)split * chunk, b = a + chunk;
     if (b > len) b = len;
     *j0 = (int)(a < len ? a : len);
@@ -83,12 +83,11 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
     int j0, j1;
     attn_range(p, p.lens[b], split, &j0, &j1);
     const size_t row0 = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit + split; /* + g * nsplit for head g */
-    if (j0 >= j1) { /* no key: max -inf, sum 0, zero partials (the merge reads them) */
+    if (j0 >= j1) { /* no key: max -inf, sum 0; the merge skips its partials */
         if (tid < G) {
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
-        for (int i = tid; i < G * hd; i += AT_THREADS) p.opart[(row0 + (size_t)(i / hd) * nsplit) * hd + i % hd] = 0.0f;
         return;
     }
 
@@ -225,9 +224,260 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
     }
 }
 
+/* ------------------------------------------------------------ tensor-core split kernel (fp16, bf16) */
+
+/* The same split and workspace contract as attn_split_kernel, with the
+ * products on tensor cores (mma.sync m16n8k16, fp32 accumulation): the G
+ * query heads of the kv head, padded to 16, are the M dimension. Per tile of
+ * TK keys (64, or 32 when D = 512), double-buffered through cp.async (16
+ * bytes a thread; rows past the chunk and columns past head_dim zero-filled):
+ * warp w scores keys [w TK/4, (w+1) TK/4) over all of D (Q from shared
+ * memory by ldmatrix, K by ldmatrix), the scaled, capped, masked scores go
+ * to shared memory; eight threads a row run the online softmax over the tile
+ * and leave P in the storage type; then warp w multiplies P by the V columns
+ * [w D/4, (w+1) D/4) (V by ldmatrix.trans), its accumulators rescaled by the
+ * row's factor first. */
+#define AM_THREADS 128
+
+template <typename T> struct am_mma;
+template <> struct am_mma<__half> {
+    static __device__ __forceinline__ void run(float *c, const unsigned *a, const unsigned *b)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+template <> struct am_mma<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(float *c, const unsigned *a, const unsigned *b)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+
+__device__ __forceinline__ unsigned am_smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void am_ldsm_x4(unsigned *r, const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(am_smem_addr(p)));
+}
+__device__ __forceinline__ void am_ldsm_x2(unsigned *r, const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(am_smem_addr(p)));
+}
+__device__ __forceinline__ void am_ldsm_x4_t(unsigned *r, const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(am_smem_addr(p)));
+}
+/* 16 bytes global to shared, zero-filled when !ok */
+__device__ __forceinline__ void am_cp16(void *dst, const void *src, bool ok)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(am_smem_addr(dst)), "l"(src),
+                 "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void am_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void am_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+template <typename T, int D> struct am_layout {
+    static constexpr int TK = D >= 512 ? 32 : 64; /* keys per tile */
+    static constexpr int ST = D + 8;              /* row stride of Q, K, V in elements (16-byte pad) */
+    static constexpr int SST = TK + 4, PST = TK + 8;
+    static constexpr size_t q_off = 0;
+    static constexpr size_t k_off = q_off + (size_t)16 * ST * sizeof(T);
+    static constexpr size_t v_off = k_off + (size_t)2 * TK * ST * sizeof(T);
+    static constexpr size_t s_off = v_off + (size_t)2 * TK * ST * sizeof(T);
+    static constexpr size_t p_off = s_off + (size_t)16 * SST * sizeof(float);
+    static constexpr size_t r_off = p_off + (size_t)16 * PST * sizeof(T);
+    static constexpr size_t bytes = r_off + (size_t)3 * 16 * sizeof(float);
+};
+
+template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
+{
+    typedef am_layout<T, D> LY;
+    constexpr int TK = LY::TK, ST = LY::ST, SST = LY::SST, PST = LY::PST;
+    constexpr int CPR = D / 8;                   /* 16-byte words per row */
+    constexpr int LOADS = TK * CPR / AM_THREADS; /* per thread per tile, K and V each */
+    constexpr int NTS = TK / 32;                 /* score n-tiles (8 keys) per warp */
+    constexpr int DW = D / 4, NTO = DW / 8;      /* output columns and n-tiles per warp */
+    static_assert(TK * CPR % AM_THREADS == 0 && NTS >= 1 && NTO % 2 == 0, "tile shape");
+    extern __shared__ float4 smem4[];
+    char *smem = reinterpret_cast<char *>(smem4);
+    T *qs = reinterpret_cast<T *>(smem + LY::q_off);
+    T *ks = reinterpret_cast<T *>(smem + LY::k_off);
+    T *vs = reinterpret_cast<T *>(smem + LY::v_off);
+    float *ss = reinterpret_cast<float *>(smem + LY::s_off);
+    T *ps = reinterpret_cast<T *>(smem + LY::p_off);
+    float *m_s = reinterpret_cast<float *>(smem + LY::r_off), *l_s = m_s + 16, *a_s = m_s + 32;
+
+    const int split = blockIdx.x, kh = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    const int hd = p.hd, G = p.G, nsplit = p.nsplit, cpr = hd / 8;
+    int j0, j1;
+    attn_range(p, p.lens[b], split, &j0, &j1, TK);
+    const size_t row0 = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit + split;
+    if (j0 >= j1) {
+        if (tid < G) {
+            p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
+            p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
+        }
+        return;
+    }
+    const size_t cache_off = ((size_t)b * p.Hkv + kh) * (size_t)p.max_seq * hd;
+    const T *kb = (const T *)p.k + cache_off, *vb = (const T *)p.v + cache_off;
+
+    auto load_tile = [&](int jt, int buf) {
+        const int nk = min(TK, j1 - jt);
+        T *kd = ks + (size_t)buf * TK * ST, *vd = vs + (size_t)buf * TK * ST;
+#pragma unroll
+        for (int it = 0; it < LOADS; it++) {
+            int i = it * AM_THREADS + tid, r = i / CPR, c = i % CPR;
+            bool ok = r < nk && c < cpr;
+            size_t off = ok ? (size_t)(jt + r) * hd + (size_t)c * 8 : 0;
+            am_cp16(kd + r * ST + c * 8, kb + off, ok);
+            am_cp16(vd + r * ST + c * 8, vb + off, ok);
+        }
+    };
+    load_tile(j0, 0);
+    am_commit();
+
+    /* the group's queries (storage type; rows past G and columns past hd zero), row stats */
+    const T *qg = (const T *)p.q + ((size_t)b * p.Hq + (size_t)kh * G) * hd;
+    for (int i = tid; i < 16 * D; i += AM_THREADS) {
+        int r = i / D, d = i % D;
+        qs[r * ST + d] = r < G && d < hd ? qg[(size_t)r * hd + d] : gc_to<T>(0.0f);
+    }
+    if (tid < 16) {
+        m_s[tid] = -INFINITY;
+        l_s[tid] = 0.0f;
+    }
+
+    float o[NTO][4];
+#pragma unroll
+    for (int i = 0; i < NTO; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+
+    int buf = 0;
+    for (int jt = j0; jt < j1; jt += TK, buf ^= 1) {
+        if (jt + TK < j1) load_tile(jt + TK, buf ^ 1);
+        am_commit();
+        am_wait<1>();
+        __syncthreads(); /* tile jt in shared memory (and, the first time, qs and the stats) */
+        const T *kt = ks + (size_t)buf * TK * ST, *vt = vs + (size_t)buf * TK * ST;
+
+        /* S = Q K^T for this warp's keys */
+        {
+            float c[NTS][4];
+#pragma unroll
+            for (int n = 0; n < NTS; n++) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+            const int arow = (lane & 7) + 8 * ((lane >> 3) & 1), acol = 8 * (lane >> 4);
+            const int brow = lane & 7, bcol = 8 * ((lane >> 3) & 1);
+#pragma unroll 4
+            for (int k0 = 0; k0 < D; k0 += 16) {
+                unsigned a[4];
+                am_ldsm_x4(a, qs + arow * ST + k0 + acol);
+#pragma unroll
+                for (int n = 0; n < NTS; n++) {
+                    unsigned bf[2];
+                    am_ldsm_x2(bf, kt + ((warp * NTS + n) * 8 + brow) * ST + k0 + bcol);
+                    am_mma<T>::run(c[n], a, bf);
+                }
+            }
+#pragma unroll
+            for (int n = 0; n < NTS; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int row = g + 8 * (e >> 1), col = (warp * NTS + n) * 8 + tig * 2 + (e & 1);
+                    float sv = c[n][e] * p.scale;
+                    if (p.softcap > 0.0f) sv = p.softcap * tanhf(sv / p.softcap);
+                    ss[row * SST + col] = jt + col < j1 ? sv : -INFINITY;
+                }
+        }
+        __syncthreads();
+
+        /* online softmax: 8 threads a row, TK / 8 keys each */
+        {
+            const int row = tid >> 3, seg = tid & 7;
+            constexpr int PER = TK / 8;
+            float v[PER], mx = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < PER; i++) {
+                v[i] = ss[row * SST + seg * PER + i];
+                mx = fmaxf(mx, v[i]);
+            }
+#pragma unroll
+            for (int o2 = 4; o2 > 0; o2 >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o2));
+            const float mold = m_s[row], mnew = fmaxf(mold, mx); /* finite: the tile has a key */
+            float sum = 0.0f;
+#pragma unroll
+            for (int i = 0; i < PER; i++) {
+                float e = __expf(v[i] - mnew);
+                T et = gc_to<T>(e);
+                ps[row * PST + seg * PER + i] = et;
+                sum += gc_f(et); /* the sum of what is multiplied into V */
+            }
+#pragma unroll
+            for (int o2 = 4; o2 > 0; o2 >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o2);
+            __syncwarp();
+            if (seg == 0) {
+                float al = __expf(mold - mnew);
+                a_s[row] = al;
+                l_s[row] = l_s[row] * al + sum;
+                m_s[row] = mnew;
+            }
+        }
+        __syncthreads();
+
+        /* O = O * alpha + P V for this warp's columns */
+        {
+            const float al0 = a_s[g], al1 = a_s[g + 8];
+#pragma unroll
+            for (int n = 0; n < NTO; n++) {
+                o[n][0] *= al0, o[n][1] *= al0;
+                o[n][2] *= al1, o[n][3] *= al1;
+            }
+            const int arow = (lane & 7) + 8 * ((lane >> 3) & 1), acol = 8 * (lane >> 4);
+            const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 8 * (lane >> 4);
+#pragma unroll
+            for (int kk = 0; kk < TK; kk += 16) {
+                unsigned a[4];
+                am_ldsm_x4(a, ps + arow * PST + kk + acol);
+#pragma unroll
+                for (int n = 0; n < NTO; n += 2) {
+                    unsigned bf[4];
+                    am_ldsm_x4_t(bf, vt + (kk + vrow) * ST + warp * DW + n * 8 + vcol);
+                    am_mma<T>::run(o[n], a, bf);
+                    am_mma<T>::run(o[n + 1], a, bf + 2);
+                }
+            }
+        }
+        __syncthreads(); /* buffers, ss, ps and the stats are rewritten next tile */
+    }
+
+    if (tid < G) {
+        p.ml[(row0 + (size_t)tid * nsplit) * 2] = m_s[tid];
+        p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = l_s[tid];
+    }
+#pragma unroll
+    for (int n = 0; n < NTO; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int row = g + 8 * (e >> 1), col = warp * DW + n * 8 + tig * 2 + (e & 1);
+            if (row < G && col < hd) p.opart[(row0 + (size_t)row * nsplit) * hd + col] = o[n][e];
+        }
+}
+
 /* Merges the splits of one (query head, batch) for 64 output columns
  * (grid.z): out = sum_s w_s o_s / sum_s w_s l_s, w_s = exp(m_s - max m);
- * splits that saw no key have l_s = 0, w_s = 0 and zero partials. Thread
+ * splits that saw no key have l_s = 0, w_s = 0 and unwritten partials (skipped). Thread
  * (c, grp) adds four columns c*4.. over the splits grp, grp + 16, ...; the
  * 16 groups are then added in shared memory (a fixed order). */
 #define AT_CB_THREADS 256
@@ -261,8 +511,9 @@ template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_comb
         const float *base = p.opart + row0 * hd + col;
 #pragma unroll 4
         for (int s = grp; s < ns; s += GROUPS) {
-            float4 v = *reinterpret_cast<const float4 *>(base + (size_t)s * hd);
             float ws = w[s];
+            if (ws == 0.0f) continue; /* a split that saw no key: its partials are not written */
+            float4 v = *reinterpret_cast<const float4 *>(base + (size_t)s * hd);
             o.x = fmaf(ws, v.x, o.x);
             o.y = fmaf(ws, v.y, o.y);
             o.z = fmaf(ws, v.z, o.z);
@@ -279,12 +530,30 @@ template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_comb
     }
 }
 
-/* plan: sets *occ (blocks per SM) only; run: launches both kernels. */
+static graft_status attn_combine_go(int dtype, const attn_params *p, gcuda_stream s, graft_error *err)
+{
+    dim3 cgrid((unsigned)p->Hq, (unsigned)p->B, (unsigned)((p->hd + AT_CB_COLS - 1) / AT_CB_COLS));
+    size_t smem = ((size_t)p->nsplit + 4) * sizeof(float);
+    GCUDA_DISPATCH(dtype, "gcuda_attn_decode", {
+        attn_combine_kernel<T><<<cgrid, AT_CB_THREADS, smem, s>>>(*p);
+        GCUDA_CHECK_LAUNCH("attn_combine_kernel");
+    });
+    return GRAFT_OK;
+}
+
+/* plan: sets *occ (blocks per SM) only; run: launches the split kernel. */
 template <typename T, int D, int GT>
 static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stream s, graft_error *err)
 {
-    const size_t smem = attn_layout<T, D, GT>::bytes;
-    void (*kern)(attn_params) = attn_split_kernel<T, D, GT>;
+    size_t smem;
+    void (*kern)(attn_params);
+    if constexpr (GT == 0) { /* tensor cores */
+        smem = am_layout<T, D>::bytes;
+        kern = attn_mma_kernel<T, D>;
+    } else {
+        smem = attn_layout<T, D, GT>::bytes;
+        kern = attn_split_kernel<T, D, GT>;
+    }
     GCUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     if (plan) {
         GCUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, AT_THREADS, smem));
@@ -293,16 +562,17 @@ static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stre
     dim3 grid((unsigned)p->nsplit, (unsigned)p->Hkv, (unsigned)p->B);
     kern<<<grid, AT_THREADS, smem, s>>>(*p);
     GCUDA_CHECK_LAUNCH("attn_split_kernel");
-    dim3 cgrid((unsigned)p->Hq, (unsigned)p->B, (unsigned)((p->hd + AT_CB_COLS - 1) / AT_CB_COLS));
-    attn_combine_kernel<T><<<cgrid, AT_CB_THREADS, ((size_t)p->nsplit + 4) * sizeof(float), s>>>(*p);
-    GCUDA_CHECK_LAUNCH("attn_combine_kernel");
     return GRAFT_OK;
 }
 
+/* gt 0: the tensor-core kernel (fp16, bf16) */
 template <typename T, int D>
 static graft_status attn_gt(int gt, const attn_params *p, int plan, int *occ, gcuda_stream s, graft_error *err)
 {
     switch (gt) {
+    case 0:
+        if constexpr (sizeof(T) == 2) return attn_go<T, D, 0>(p, plan, occ, s, err);
+        return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_attn_decode: no tensor-core kernel for fp32");
     case 1: return attn_go<T, D, 1>(p, plan, occ, s, err);
     case 2: return attn_go<T, D, 2>(p, plan, occ, s, err);
     default: return attn_go<T, D, 4>(p, plan, occ, s, err);
@@ -341,7 +611,9 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     if (((uintptr_t)a->k_cache | (uintptr_t)a->v_cache) % 16)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: KV caches must be 16-byte aligned");
     *dt = a->head_dim <= 64 ? 64 : a->head_dim <= 128 ? 128 : a->head_dim <= 256 ? 256 : 512;
-    *gt = G <= 4 ? 1 : G <= 8 ? 2 : 4;
+    if (a->impl < 0 || a->impl > 2)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: impl %d (0, 1, 2)", a->impl);
+    *gt = a->impl == 2 && gcuda_dtype_size(a->dtype) == 2 ? 0 : G <= 4 ? 1 : G <= 8 ? 2 : 4;
     p->q = a->q;
     p->k = a->k_cache;
     p->v = a->v_cache;
@@ -381,8 +653,11 @@ extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_
         if ((st = gcuda_sm_count(&sms, err))) return st;
         if (occ < 1) occ = 1;
         int64_t units = a->batch * a->kv_heads, want = ((int64_t)sms * occ + units - 1) / units;
-        /* at least two tiles per split at full length: fewer partials to merge */
-        int64_t cap = (a->max_seq + 2 * AT_TK - 1) / (2 * AT_TK);
+        /* SIMT kernel: at least two 32-key tiles per split at full length
+         * (fewer partials to merge); tensor cores: at least one tile of
+         * 64 keys (32 when head_dim > 256) */
+        int64_t tile = gt ? 2 * AT_TK : dt > 256 ? 32 : 64;
+        int64_t cap = (a->max_seq + tile - 1) / tile;
         if (want > cap) want = cap;
         if (want > AT_MAX_SPLITS) want = AT_MAX_SPLITS;
         if (want < 1) want = 1;
@@ -415,5 +690,5 @@ extern "C" graft_status gcuda_attn_decode(const gcuda_attn_decode_args *a, gcuda
         st = attn_d<T>(dt, gt, &p, 0, NULL, s, err);
         if (st) return st;
     });
-    return GRAFT_OK;
+    return attn_combine_go(a->dtype, &p, s, err);
 }

@@ -124,6 +124,10 @@ typedef struct gcuda_attn_decode_args {
     float softcap;              /* > 0: s = softcap * tanh(s / softcap) */
     int64_t window_left;        /* < 0: no window */
     int num_splits;             /* set by gcuda_attn_decode_plan */
+    int impl;                   /* 0: default, the CUDA-core kernel (until the tensor-core
+                                 * one has passed on the device); 1: the CUDA-core kernel;
+                                 * 2: tensor cores (mma.sync) for fp16/bf16, the CUDA-core
+                                 * kernel for fp32. Plan and run with the same value. */
     void *ws;                   /* workspace of ws_bytes (gcuda_attn_decode_plan) */
     size_t ws_bytes;
 } gcuda_attn_decode_args;

@@ -335,6 +335,8 @@ struct attn_case {
     int splits;           /* 0: auto */
 };
 
+static int g_attn_impl; /* gcuda_attn_decode_args.impl for test_attn */
+
 static void test_attn(int dt, const attn_case &c)
 {
     int G = c.Hq / c.Hkv;
@@ -363,6 +365,7 @@ static void test_attn(int dt, const attn_case &c)
     a.q = dq, a.k_cache = dk, a.v_cache = dv, a.seq_lens = dlens, a.out = dout;
     a.scale = scale, a.softcap = c.softcap, a.window_left = c.window_left;
     a.num_splits = c.splits;
+    a.impl = g_attn_impl;
     CK(gcuda_attn_decode_plan(&a, &E));
     a.ws = dpoisoned(GRAFT_DTYPE_FLOAT, a.ws_bytes / 4); /* partials are written before they are read */
     CK(gcuda_attn_decode(&a, NULL, &E));
@@ -400,7 +403,7 @@ static void test_attn(int dt, const attn_case &c)
     if (c.window_left >= 0) sh += fmt(" win%lld", c.window_left);
     if (c.softcap > 0) sh += fmt(" cap%g", c.softcap);
     sh += fmt(" sp%d", a.num_splits);
-    check("attn_decode", sh, dt, got, ref);
+    check(g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? "attn_decode mma" : "attn_decode", sh, dt, got, ref);
     release_all();
 }
 
@@ -742,9 +745,12 @@ static void bench(void)
     }
     struct {
         int B, Hq, Hkv, hd, L;
-    } acases[] = {{1, 8, 1, 256, 4096}, {1, 8, 1, 256, 32768}, {1, 8, 1, 512, 32768}, {1, 32, 8, 128, 8192},
-                  {4, 32, 8, 128, 8192}};
-    for (int dt : DTYPES) {
+        long long win;
+    } acases[] = {{1, 8, 1, 256, 4096, 511}, {1, 8, 1, 256, 1024, -1}, {1, 8, 1, 256, 4096, -1},
+                  {1, 8, 1, 512, 1024, -1},  {1, 8, 1, 512, 4096, -1}, {1, 8, 1, 256, 32768, -1},
+                  {1, 8, 1, 512, 32768, -1}, {1, 32, 8, 128, 8192, -1}, {4, 32, 8, 128, 8192, -1}};
+    for (int dt : DTYPES)
+    for (int impl = 0; impl <= (dt == GRAFT_DTYPE_FLOAT ? 0 : 2); impl += 2) {
         size_t es = gcuda_dtype_size(dt);
         for (auto &c : acases) {
             size_t nc = (size_t)c.B * c.Hkv * c.L * c.hd, kvb = 2 * nc * es;
@@ -767,7 +773,8 @@ static void bench(void)
             memset(&a, 0, sizeof a);
             a.dtype = dt;
             a.batch = c.B, a.q_heads = c.Hq, a.kv_heads = c.Hkv, a.head_dim = c.hd, a.max_seq = c.L;
-            a.q = q, a.seq_lens = dl, a.out = o, a.scale = 1.0f / std::sqrt((float)c.hd), a.window_left = -1;
+            a.q = q, a.seq_lens = dl, a.out = o, a.scale = 1.0f / std::sqrt((float)c.hd), a.window_left = c.win;
+            a.impl = impl;
             CK(gcuda_attn_decode_plan(&a, &E));
             a.ws = dalloc(a.ws_bytes);
             double us = time_us([&](int i) {
@@ -776,8 +783,11 @@ static void bench(void)
                 b.v_cache = Vc[i % copies];
                 CK(gcuda_attn_decode(&b, NULL, &E));
             });
-            double gbs = (double)kvb / (us * 1e-6) / 1e9;
-            rows.push_back({"attn_decode", fmt("B%d Hq%d Hkv%d hd%d L%d sp%d", c.B, c.Hq, c.Hkv, c.hd, c.L, a.num_splits),
+            long long keys = c.win >= 0 ? std::min<long long>(c.L, c.win + 1) : c.L; /* read per sequence */
+            double gbs = (double)kvb * keys / c.L / (us * 1e-6) / 1e9;
+            rows.push_back({impl ? "attn_decode mma" : "attn_decode",
+                            fmt("B%d Hq%d Hkv%d hd%d L%d%s sp%d", c.B, c.Hq, c.Hkv, c.hd, c.L,
+                                c.win >= 0 ? fmt(" win%lld", c.win).c_str() : "", a.num_splits),
                             dt, us, gbs, gbs / copy_gbs});
             release_all();
         }
@@ -928,6 +938,9 @@ int main(int argc, char **argv)
             {1, 8, 2, 256, 512, {500}, 64, 0, 0, 1},
         };
         if (quick) ac = {ac[0], ac[1], ac[2], ac[4], ac[6], ac[7], ac[8]};
+        ac.push_back({1, 16, 1, 128, 300, {300}, -1, 0, 0, 0});
+        ac.push_back({2, 8, 1, 512, 200, {200, 65}, 100, 0, 0, 2});
+        for (g_attn_impl = 0; g_attn_impl <= (dt == GRAFT_DTYPE_FLOAT ? 0 : 2); g_attn_impl += 2)
         for (auto &c : ac) {
             if (quick && c.max_seq > 256) {
                 attn_case s = c; /* sanitizer runs: short sequences */
