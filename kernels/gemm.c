@@ -12,6 +12,7 @@
  * otherwise). M == 1 takes GEMV paths that stream B once (row-major B, or
  * the prepacked panels). */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,11 +55,16 @@ static struct {
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static _Thread_local int in_task;
 
-static inline void cpu_relax(void)
+/* One step of a spin wait: a pause, and every 64th step a sched_yield,
+ * so that on a machine with more runnable threads than cores a spinning
+ * thread hands its core to the one it waits for (or to anyone) instead of
+ * burning its time slice. */
+static inline void cpu_relax(int i)
 {
 #ifdef K_X86
     _mm_pause();
 #endif
+    if ((i & 63) == 63) sched_yield();
 }
 
 /* Claims and runs tasks of generation `gen` until none are left. */
@@ -90,7 +96,7 @@ static void *pool_worker(void *arg)
     for (;;) {
         uint32_t g = atomic_load(&pool.gen);
         for (int i = 0; g == seen && i < pool.spin; i++) {
-            cpu_relax();
+            cpu_relax(i);
             g = atomic_load(&pool.gen);
         }
         if (g == seen) {
@@ -160,7 +166,7 @@ void k_parallel_for(int64_t n_tasks, k_task_fn fn, void *ctx)
     in_task = 1;
     pool_drain(gen, fn, ctx, n_tasks);
     in_task = 0;
-    for (int i = 0; atomic_load(&pool.done) < n_tasks && i < pool.spin; i++) cpu_relax();
+    for (int i = 0; atomic_load(&pool.done) < n_tasks && i < pool.spin; i++) cpu_relax(i);
     if (atomic_load(&pool.done) < n_tasks) {
         pthread_mutex_lock(&pool.mu);
         atomic_store(&pool.caller_waits, 1);
