@@ -50,6 +50,12 @@ static _Thread_local k_buf tl_blk;
 #define ATT_QB 32 /* query rows per block of the GEMM form */
 
 #ifdef ATT_X86
+/* Lanes [0, r) of eight set, r in [1, 8). */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256i att_tail_mask(int64_t r)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 /* s[j] = e^(s[j] - m) (kv_exp8f, within 2 ulp of expf) for j in [0, n);
  * returns the sum of the stored values in double. */
 __attribute__((target("avx2,fma"))) static double att_exp_row_avx2(float *s, int64_t n, float m)
@@ -63,12 +69,11 @@ __attribute__((target("avx2,fma"))) static double att_exp_row_avx2(float *s, int
         acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         acc2 = _mm256_add_pd(acc2, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
     }
-    if (j < n) {
-        float t[8];
-        for (int x = 0; x < 8; x++) t[x] = j + x < n ? s[j + x] - m : -1000.0f; /* e^-1000: 0 */
-        __m256 e = kv_exp8f(_mm256_loadu_ps(t));
-        _mm256_storeu_ps(t, e);
-        for (int64_t x = j; x < n; x++) s[x] = t[x - j];
+    if (j < n) { /* the last 1-7 through a lane mask: masked lanes give 0 */
+        __m256i mask = att_tail_mask(n - j);
+        __m256 e = kv_exp8f(_mm256_sub_ps(_mm256_maskload_ps(s + j, mask), vm));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(mask));
+        _mm256_maskstore_ps(s + j, mask, e);
         acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         acc2 = _mm256_add_pd(acc2, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
     }
@@ -89,13 +94,15 @@ __attribute__((target("avx2,fma"))) static float att_scale_max_avx2(float *s, in
         _mm256_storeu_ps(s + j, v);
         mx = _mm256_max_ps(v, mx); /* v > mx ? v : mx, NaN ignored as in the scalar form */
     }
+    if (j < n) {
+        __m256i mask = att_tail_mask(n - j);
+        __m256 v = _mm256_mul_ps(_mm256_maskload_ps(s + j, mask), vs);
+        _mm256_maskstore_ps(s + j, mask, v);
+        mx = _mm256_max_ps(_mm256_blendv_ps(mx, v, _mm256_castsi256_ps(mask)), mx);
+    }
     float t[8], m = -INFINITY;
     _mm256_storeu_ps(t, mx);
     for (int k = 0; k < 8; k++) m = t[k] > m ? t[k] : m;
-    for (; j < n; j++) {
-        s[j] *= scale;
-        m = s[j] > m ? s[j] : m;
-    }
     return m;
 }
 
@@ -104,7 +111,10 @@ __attribute__((target("avx2,fma"))) static void att_mul_avx2(float *s, int64_t n
     __m256 va = _mm256_set1_ps(a);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), va));
-    for (; j < n; j++) s[j] *= a;
+    if (j < n) {
+        __m256i mask = att_tail_mask(n - j);
+        _mm256_maskstore_ps(s + j, mask, _mm256_mul_ps(_mm256_maskload_ps(s + j, mask), va));
+    }
 }
 #endif
 
