@@ -91,6 +91,21 @@ static uint64_t phys_bytes(void)
     return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
 }
 
+/* MemAvailable from /proc/meminfo in bytes (0: unknown). Outputs are
+ * written right after they are allocated, so a run that would exhaust
+ * memory shows here, buffer after buffer, before the OOM killer acts. */
+static uint64_t avail_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[128];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
 rt_tensor *rt_out(rt_node *n, int i, int dtype, int rank, const int64_t *dims, graft_error *err)
 {
     uint64_t nb;
@@ -98,10 +113,15 @@ rt_tensor *rt_out(rt_node *n, int i, int dtype, int rank, const int64_t *dims, g
     if (!t) return NULL;
     if (t->cap == 0) t->data = NULL; /* was a view */
     if (nb > t->cap || !t->data) {
-        uint64_t phys = phys_bytes();
+        uint64_t phys = phys_bytes(), avail = 0;
         if (phys && nb > phys) {
             rt_err(n, err, GRAFT_ENOMEM, "output %d needs %llu bytes, more than this machine's %llu bytes of memory",
                    i, (unsigned long long)nb, (unsigned long long)phys);
+            return NULL;
+        }
+        if (nb >= ((uint64_t)64 << 20) && (avail = avail_bytes()) && nb > avail) {
+            rt_err(n, err, GRAFT_ENOMEM, "output %d needs %llu bytes, %llu available", i, (unsigned long long)nb,
+                   (unsigned long long)avail);
             return NULL;
         }
         size_t want = nb > t->cap ? (size_t)nb : t->cap;

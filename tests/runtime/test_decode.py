@@ -117,6 +117,12 @@ def main() -> int:
             p = run([g, "generate", wd, "--ids", "2,3,4"])
             check(p.returncode == 2 and "input_ids" in p.stderr or "float" in p.stderr,
                   f"wrong input dtype: exit {p.returncode} ({p.stderr.strip()[-160:]})")
+        # a huge prompt: an error with a message (out of range, or a buffer
+        # larger than the machine's memory), never a signal or the OOM killer
+        for f in [x for x in ("mixed-heads", next(iter(exports), None)) if x in exports]:
+            p = run([g, "bench", exports[f], "--prompt-tokens", "1000000", "--new-tokens", "1", "--repeat", "1"])
+            check(p.returncode > 0 and "graft bench:" in p.stderr,
+                  f"{f}: 1M-token prompt: exit {p.returncode} ({p.stderr.strip()[-160:]})")
     print(f"test_decode: {len(fixtures)} fixtures, {len(FAILS)} failures")
     for x in FAILS:
         print("FAILED", x)
