@@ -709,37 +709,21 @@ static graft_status attention_run(rt_node *n, graft_error *err)
 
 /* ------------------------------------------------------------ rotary helper */
 
-/* Rotates the first rd values of each head of x rows in place: x holds
- * B x S rows of H heads (row stride rs, head stride hs_), positions pos[b*S+s],
- * caches [max_pos, rd/2]. */
-static int rope_inplace(float *x, int64_t B, int64_t S, int64_t H, int64_t rs, int64_t hst, int64_t rd,
-                        const int64_t *pos, const float *cosc, const float *sinc, int64_t maxpos, int interleaved)
+#ifdef ATT_X86
+/* The non-interleaved rotation of r[0, half) with r[half, 2 half), eight
+ * pairs at a time; returns how many pairs it did (a multiple of 8). */
+__attribute__((target("avx2"))) static int64_t rope_half_avx2(float *r, int64_t half, const float *cs, const float *sn)
 {
-    int64_t half = rd / 2;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t s = 0; s < S; s++) {
-            int64_t p = pos[b * S + s];
-            if (p < 0 || p >= maxpos) return 0;
-            const float *cs = cosc + p * half, *sn = sinc + p * half;
-            for (int64_t h = 0; h < H; h++) {
-                float *r = x + (b * S + s) * rs + h * hst;
-                if (interleaved) {
-                    for (int64_t i = 0; i < half; i++) {
-                        float a = r[2 * i], c = r[2 * i + 1];
-                        r[2 * i] = a * cs[i] - c * sn[i];
-                        r[2 * i + 1] = a * sn[i] + c * cs[i];
-                    }
-                } else {
-                    for (int64_t i = 0; i < half; i++) {
-                        float a = r[i], c = r[i + half];
-                        r[i] = a * cs[i] - c * sn[i];
-                        r[i + half] = a * sn[i] + c * cs[i];
-                    }
-                }
-            }
-        }
-    return 1;
+    int64_t i = 0;
+    for (; i + 8 <= half; i += 8) {
+        __m256 a = _mm256_loadu_ps(r + i), c = _mm256_loadu_ps(r + half + i);
+        __m256 vc = _mm256_loadu_ps(cs + i), vs = _mm256_loadu_ps(sn + i);
+        _mm256_storeu_ps(r + i, _mm256_sub_ps(_mm256_mul_ps(a, vc), _mm256_mul_ps(c, vs)));
+        _mm256_storeu_ps(r + half + i, _mm256_add_ps(_mm256_mul_ps(a, vs), _mm256_mul_ps(c, vc)));
+    }
+    return i;
 }
+#endif
 
 /* ------------------------------------------------------------ com.microsoft GroupQueryAttention */
 
@@ -771,6 +755,74 @@ static int gqa_range(const att_core *c, int64_t b, int64_t h, int64_t i, int64_t
     *lo = x->window >= 0 && p - x->window + 1 > 0 ? p - x->window + 1 : 0;
     if (*hi < *lo) *hi = *lo;
     return 1;
+}
+
+/* Rotates the first rd values of each of H heads (stride hst) of one row
+ * x at one position (cs, sn: that position's cos/sin rows, rd/2 each);
+ * products and sums exactly as written (no FMA), so any width agrees. */
+static void rope_row(float *x, int64_t H, int64_t hst, int64_t rd, const float *cs, const float *sn, int interleaved)
+{
+    int64_t half = rd / 2;
+    for (int64_t h = 0; h < H; h++) {
+        float *r = x + h * hst;
+        if (interleaved) {
+            for (int64_t i = 0; i < half; i++) {
+                float a = r[2 * i], c = r[2 * i + 1];
+                r[2 * i] = a * cs[i] - c * sn[i];
+                r[2 * i + 1] = a * sn[i] + c * cs[i];
+            }
+            continue;
+        }
+        int64_t i = 0;
+#ifdef ATT_X86
+        if (k_have_avx2()) {
+            i = rope_half_avx2(r, half, cs, sn);
+        }
+#endif
+        for (; i < half; i++) {
+            float a = r[i], c = r[i + half];
+            r[i] = a * cs[i] - c * sn[i];
+            r[i + half] = a * sn[i] + c * cs[i];
+        }
+    }
+}
+
+typedef struct gqa_prep {
+    const float *Qin, *Kin, *Vin;
+    float *Qr, *Kr, *Kc, *Vc;
+    const float *cosc, *sinc; /* NULL: no rotary */
+    const int64_t *pids, *past;
+    int64_t B, S, Skv, Hq, Hkv, hd, qrs, krs, Lp, rd, per;
+    int interleaved;
+} gqa_prep;
+
+/* Rows [r0, r1) of (batch, seq): Q (and K) copied out of the input rows
+ * and rotated, K and V written into the caches at the row's place. */
+static void gqa_prep_rows(const gqa_prep *p, int64_t r0, int64_t r1)
+{
+    int64_t hd = p->hd, half = p->rd / 2;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t b = r / p->S, s = r % p->S;
+        float *q = p->Qr + r * p->Hq * hd;
+        memcpy(q, p->Qin + r * p->qrs, (size_t)(p->Hq * hd) * sizeof(float));
+        if (p->cosc) rope_row(q, p->Hq, hd, p->rd, p->cosc + p->pids[r] * half, p->sinc + p->pids[r] * half, p->interleaved);
+        if (!p->Skv) continue;
+        float *k = p->Kr + r * p->Hkv * hd;
+        memcpy(k, p->Kin + r * p->krs, (size_t)(p->Hkv * hd) * sizeof(float));
+        if (p->cosc) rope_row(k, p->Hkv, hd, p->rd, p->cosc + p->pids[r] * half, p->sinc + p->pids[r] * half, p->interleaved);
+        for (int64_t h = 0; h < p->Hkv; h++) {
+            int64_t at = ((b * p->Hkv + h) * p->Lp + p->past[b] + s) * hd;
+            memcpy(p->Kc + at, k + h * hd, (size_t)hd * sizeof(float));
+            memcpy(p->Vc + at, p->Vin + r * p->krs + h * hd, (size_t)hd * sizeof(float));
+        }
+    }
+}
+
+static void gqa_prep_task(void *ctx, int64_t t)
+{
+    const gqa_prep *p = ctx;
+    int64_t r0 = t * p->per, r1 = r0 + p->per < p->B * p->S ? r0 + p->per : p->B * p->S;
+    gqa_prep_rows(p, r0, r1);
 }
 
 static graft_status gqa_run(rt_node *n, graft_error *err)
@@ -861,12 +913,12 @@ static graft_status gqa_run(rt_node *n, graft_error *err)
             if (PV != Vc) memset(Vc + (bh * Lp + keep) * hd, 0, (size_t)((Lp - keep) * hd) * sizeof(float));
         }
     }
-    /* Q (and K) copies for rotary */
+    /* Q (and K) copies for rotary, rotated, K and V rows into the caches:
+     * row by row, rows spread on the pool */
     float *Qr = k_scratch_get(n, 7, (size_t)(B * S * Hq * hd) * sizeof(float) + 4, err);
     float *Kr = k_scratch_get(n, 8, (size_t)(B * Skv * Hkv * hd) * sizeof(float) + 4, err);
     if (!Qr || !Kr) return err->code;
-    for (int64_t r = 0; r < B * S; r++) memcpy(Qr + r * Hq * hd, Qin + r * qrs, (size_t)(Hq * hd) * sizeof(float));
-    for (int64_t r = 0; r < B * Skv; r++) memcpy(Kr + r * Hkv * hd, Kin + r * krs, (size_t)(Hkv * hd) * sizeof(float));
+    gqa_prep prep = {Qin, Kin, Vin, Qr, Kr, Kc, Vc, NULL, NULL, pids, past, B, S, Skv, Hq, Hkv, hd, qrs, krs, Lp, 0, 0, 0};
     if (rt_attr_int(n, "do_rotary", 0)) {
         if (!cc || !sc || cc->rank != 2 || sc->rank != 2 || cc->dims[1] != sc->dims[1] || cc->dims[0] != sc->dims[0])
             return rt_err(n, err, GRAFT_EINVAL, "do_rotary needs 2-D cos_cache and sin_cache of one shape");
@@ -880,21 +932,20 @@ static graft_status gqa_run(rt_node *n, graft_error *err)
             for (int64_t b = 0; b < B; b++)
                 for (int64_t s = 0; s < S; s++) pids[b * S + s] = past[b] + s;
         }
+        for (int64_t r = 0; r < B * S; r++)
+            if (pids[r] < 0 || pids[r] >= cc->dims[0])
+                return rt_err(n, err, GRAFT_EINVAL, "a position is outside the cos/sin caches (%lld rows)",
+                              (long long)cc->dims[0]);
         const float *C = in_f32(n, 7, 10, err), *Sn = in_f32(n, 8, 11, err);
         if (!C || !Sn) return err->code;
-        int il = (int)rt_attr_int(n, "rotary_interleaved", 0);
-        if (!rope_inplace(Qr, B, S, Hq, Hq * hd, hd, rd, pids, C, Sn, cc->dims[0], il) ||
-            (Skv && !rope_inplace(Kr, B, S, Hkv, Hkv * hd, hd, rd, pids, C, Sn, cc->dims[0], il)))
-            return rt_err(n, err, GRAFT_EINVAL, "a position is outside the cos/sin caches (%lld rows)",
-                          (long long)cc->dims[0]);
+        prep.cosc = C, prep.sinc = Sn, prep.rd = rd;
+        prep.interleaved = (int)rt_attr_int(n, "rotary_interleaved", 0);
     }
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < Hkv; h++)
-            for (int64_t s = 0; s < Skv; s++) {
-                int64_t at = ((b * Hkv + h) * Lp + past[b] + s) * hd;
-                memcpy(Kc + at, Kr + (b * S + s) * Hkv * hd + h * hd, (size_t)hd * sizeof(float));
-                memcpy(Vc + at, Vin + (b * S + s) * krs + h * hd, (size_t)hd * sizeof(float));
-            }
+    prep.per = 4096 / ((Hq + 2 * Hkv) * hd) > 1 ? 4096 / ((Hq + 2 * Hkv) * hd) : 1;
+    if (B * S * (Hq + 2 * Hkv) * hd >= 32768 && k_threads() > 1)
+        k_parallel_for((B * S + prep.per - 1) / prep.per, gqa_prep_task, &prep);
+    else
+        gqa_prep_rows(&prep, 0, B * S);
     float *Y = f32 ? yo->data : k_scratch_get(n, 2, (size_t)yo->numel * sizeof(float) + 4, err);
     if (!Y) return err->code;
     att_core c = {0};
