@@ -47,6 +47,15 @@ typedef struct rt_backend_vt {
     /* Fallback report: how many nodes run on the host although the backend
      * is not the host, and a list "Op (count), ..." of them; borrowed. */
     const char *(*fallbacks)(rt_backend *b, size_t *count);
+    /* Optional (NULL: the generator ping-pongs through swap_output). Binds
+     * one layer's K or V cache in place: `buf` (backend memory, owned by the
+     * caller) holds [B, heads, max_seq, dim]; the caller sets `past` to a
+     * [B, heads, len, dim] view of it (on_backend, data == buf), and after a
+     * run `present` is the [B, heads, len + new, dim] view of the same
+     * buffer, the new rows written at len (rows max_seq apart per head).
+     * past NULL: drops every binding. */
+    graft_status (*bind_kv)(rt_backend *b, const char *past, const char *present, void *buf, int64_t max_seq,
+                            graft_error *err);
 } rt_backend_vt;
 
 extern const rt_backend_vt rt_backend_cpu;

@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <stdarg.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -32,6 +33,7 @@ struct graft_generator {
     char ids_name[128], mask_name[128], pos_name[128], logits_name[128];
     int ids_dtype, mask_dtype, pos_dtype;
     int have_pos;
+    int kv_in_place; /* the backend keeps present in the past buffers (bind_kv) */
     kv_pair *kv;
     size_t n_kv;
     int64_t *eos;
@@ -237,7 +239,7 @@ static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, g
         }
     }
     if ((rc = g->be->run(g->b, err)) != GRAFT_OK) return rc;
-    /* present -> next past: swap buffers, no copies */
+    /* present -> next past: in place (bind_kv), else swap buffers, no copies */
     for (size_t l = 0; l < g->n_kv; l++) {
         kv_pair *p = &g->kv[l];
         for (int k = 0; k < 2; k++) {
@@ -247,6 +249,12 @@ static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, g
                 return gerr(err, GRAFT_EINVAL, "%s: output '%s' is not [1, %lld, %lld, %lld] %s after the step",
                             graft_model_path(g->m), p->present[k], (long long)p->heads[k], (long long)total,
                             (long long)p->dim[k], graft_dtype_name(p->dtype));
+            if (g->kv_in_place) {
+                if (a.data != p->buf[k])
+                    return gerr(err, GRAFT_EINVAL, "%s: present '%s' is not in its KV cache after the step",
+                                graft_model_path(g->m), p->present[k]);
+                continue;
+            }
             if (!g->be->swap_output(g->b, p->present[k], &p->buf[k], &p->cap[k])) {
                 /* a borrowed output: copy into our buffer (sized at planning) */
                 if (p->cap[k] < a.nbytes)
@@ -300,6 +308,10 @@ static graft_status plan(graft_generator *g, graft_error *err)
     g->pos_buf = calloc(cap, 8);
     if (!g->ids_buf || !g->mask_buf || !g->pos_buf) return gerr(err, GRAFT_ENOMEM, "out of memory");
     for (size_t i = 0; i < cap; i++) put_int(g->mask_buf, g->mask_dtype, i, 1);
+    /* one cache per layer and K/V at [1, heads, max_context, dim], written
+     * in place where the backend can (GRAFT_KV_PINGPONG=1: never) */
+    const char *pp = getenv("GRAFT_KV_PINGPONG");
+    g->kv_in_place = g->be->bind_kv != NULL && !(pp && *pp && strcmp(pp, "0") != 0);
     for (size_t l = 0; l < g->n_kv; l++) {
         kv_pair *p = &g->kv[l];
         for (int k = 0; k < 2; k++) {
@@ -308,7 +320,11 @@ static graft_status plan(graft_generator *g, graft_error *err)
             graft_status rc = g->be->alloc(g->b, p->cap[k], &p->buf[k], err);
             if (rc != GRAFT_OK) return rc;
             if ((rc = g->be->zero(g->b, p->buf[k], p->cap[k], err)) != GRAFT_OK) return rc;
-            if ((rc = g->be->reserve_output(g->b, p->present[k], bytes, err)) != GRAFT_OK) return rc;
+            if (g->kv_in_place)
+                rc = g->be->bind_kv(g->b, p->past[k], p->present[k], p->buf[k], (int64_t)cap, err);
+            else
+                rc = g->be->reserve_output(g->b, p->present[k], bytes, err);
+            if (rc != GRAFT_OK) return rc;
             p->len = g->max_ctx - 1;
         }
     }
@@ -406,6 +422,7 @@ graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, 
         free(g->mask_buf);
         free(g->pos_buf);
         g->ids_buf = g->mask_buf = g->pos_buf = NULL;
+        if (g->kv_in_place && (rc = g->be->bind_kv(g->b, NULL, NULL, NULL, 0, err)) != GRAFT_OK) goto fail;
         for (size_t l = 0; l < g->n_kv; l++) {
             g->be->mfree(g->b, g->kv[l].buf[0]);
             g->be->mfree(g->b, g->kv[l].buf[1]);

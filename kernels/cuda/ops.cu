@@ -127,10 +127,13 @@ template <int OP> __device__ __forceinline__ float go_un(float x, float lo, floa
     case GOPS_SQRT: return sqrtf(x);
     case GOPS_TANH: return tanhf(x);
     case GOPS_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case GOPS_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    /* both without the 1 + tanh / 1 + erf cancellation for negative x (the
+     * CPU kernels' forms): 0.5 x (1 + tanh u) = x / (1 + e^(-2u)), and
+     * 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2) */
+    case GOPS_GELU_ERF: return 0.5f * x * erfcf(x * -0.70710678118654752f);
     case GOPS_GELU_TANH: {
         float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-        return 0.5f * x * (1.0f + tanhf(u));
+        return x / (1.0f + expf(-2.0f * u));
     }
     case GOPS_CLIP: return isnan(x) ? x : fminf(fmaxf(x, lo), hi);
     case GOPS_RELU: return x > 0.0f ? x : 0.0f;

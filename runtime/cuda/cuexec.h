@@ -23,7 +23,24 @@ typedef struct cx_val {
     bool sticky;     /* initializer or Constant output: valid across runs */
     bool is_input;   /* graph input: set by set_input, not reset per run */
     struct cx_val *base; /* this value is a view (Reshape...) of base */
+    /* A KV cache view (the generator's bind_kv): a 4-D [B, H, L, D] whose
+     * device rows sit `pitch` rows apart per head (the cache's max_seq);
+     * 0: contiguous. The host copy is always contiguous. */
+    int64_t pitch;
+    /* an attention mask's shape, analysed on the host once per run and
+     * node kind (runtime/cuda/ops.c) */
+    uint64_t an_run[2];
+    int64_t an_key[2], an_win[2];
+    int an_ok[2];
 } cx_val;
+
+/* One layer's K or V cache bound in place by the generator. */
+typedef struct cx_kvbind {
+    size_t past, present; /* value indexes */
+    void *buf;            /* backend memory [B, H, max_seq, D] */
+    int64_t max_seq;
+    const char *name;     /* the present output's (borrowed from the graph) */
+} cx_kvbind;
 
 enum { CX_UNDECIDED = 0, CX_HOST, CX_META, CX_VIEW, CX_DEVICE };
 
@@ -46,6 +63,9 @@ struct cx_node {
     bool const_done;   /* Constant: ran once, outputs sticky */
     void *scr;         /* device scratch of the op (cx_scratch), grown at planning */
     size_t scap;
+    void *ws;          /* zero-initialised workspace (GEMV split-K counters) */
+    size_t wcap;
+    int dsplits;       /* gcuda_attn_decode's planned splits (0: not planned) */
     int64_t *hscr;     /* host scratch (positions to upload) */
     size_t hcap;
 };
@@ -72,7 +92,19 @@ struct cx_exec {
     char desc[320];
     char *fb;           /* fallback report */
     size_t n_fb;
+    cx_kvbind *kv;      /* KV caches bound in place */
+    size_t n_kv;
+    int32_t *dlen;      /* device [2 * CX_MAX_B]: past lengths, then total lengths (per batch row) */
+    int32_t *hlen;      /* pinned host staging of dlen */
+    uint64_t run_no;    /* runs so far */
+    uint64_t len_run;   /* run_no when dlen was last written */
+    int64_t len_past, len_total;
+    size_t n_fast_attn; /* attention nodes on the in-place fast kernels (last run) */
+    int64_t *iota;      /* device 0, 1, ... (rotary positions when the graph gives none) */
+    int64_t iota_n;
 };
+
+#define CX_MAX_B 64
 
 /* Device ops table, ended by an entry with op NULL (runtime/cuda/ops.c). */
 extern const cx_op cx_ops[];
@@ -90,6 +122,21 @@ graft_status cx_to_dev(cx_exec *x, cx_val *v, graft_error *err);
 graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err);
 /* Shapes output i of the node as a device tensor with room for it. */
 cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_t *dims, graft_error *err);
+/* cx_to_dev for a caller that reads a KV cache view through its pitch
+ * (cx_to_dev refuses those with GRAFT_EUNSUPPORTED). */
+graft_status cx_to_dev_pitched(cx_exec *x, cx_val *v, graft_error *err);
+/* Element strides of a 4-D device value over (b, h, s, d) (pitch aware). */
+void cx_strides4(const cx_val *v, int64_t st[4]);
+/* The value's output slot made a view of a bound cache: [B, H, L, D] at buf. */
+cx_val *cx_out_cache(cx_exec *x, cx_node *cn, int i, int dtype, const int64_t dims[4], const cx_kvbind *kb,
+                     graft_error *err);
+/* The binding whose past input is v (NULL: none). */
+const cx_kvbind *cx_kv_of_past(cx_exec *x, const cx_val *v);
+/* Uploads the past/total lengths of this run once (pinned, async); the
+ * device pointers of the past and total arrays. */
+graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_error *err);
+/* The node's zeroed workspace of at least `bytes`. */
+void *cx_workspace(cx_exec *x, cx_node *cn, size_t bytes, graft_error *err);
 /* The node's device scratch of at least `bytes` (owned by the node). */
 void *cx_scratch(cx_node *cn, size_t bytes, graft_error *err);
 /* Reports a CUDA error for the node. */

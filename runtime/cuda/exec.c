@@ -47,10 +47,10 @@ static graft_status nomem(graft_error *err, const char *what)
 
 /* ------------------------------------------------------------ values */
 
-static cx_val *root(cx_val *v)
+static cx_val *root(const cx_val *v)
 {
     while (v->base) v = v->base;
-    return v;
+    return (cx_val *)v;
 }
 
 static graft_status dev_reserve(cx_val *v, size_t bytes, graft_error *err)
@@ -72,7 +72,7 @@ static graft_status dev_reserve(cx_val *v, size_t bytes, graft_error *err)
     return GRAFT_OK;
 }
 
-graft_status cx_to_dev(cx_exec *x, cx_val *v, graft_error *err)
+graft_status cx_to_dev_pitched(cx_exec *x, cx_val *v, graft_error *err)
 {
     if (v->on_dev) return GRAFT_OK;
     if (v->base) {
@@ -89,7 +89,41 @@ graft_status cx_to_dev(cx_exec *x, cx_val *v, graft_error *err)
     graft_status rc = dev_reserve(v, v->t.nbytes, err);
     if (rc) return rc;
     if (v->t.nbytes) CX_CUDA(cudaMemcpyAsync(v->d, v->t.data, v->t.nbytes, cudaMemcpyHostToDevice, x->stream), "upload");
+    v->pitch = 0;
     v->on_dev = true;
+    return GRAFT_OK;
+}
+
+graft_status cx_to_dev(cx_exec *x, cx_val *v, graft_error *err)
+{
+    if (root(v)->pitch && root(v)->on_dev)
+        return xerr(err, GRAFT_EUNSUPPORTED, "CUDA executor: a KV cache view read by a device op that takes only "
+                    "contiguous data");
+    return cx_to_dev_pitched(x, v, err);
+}
+
+void cx_strides4(const cx_val *v, int64_t st[4])
+{
+    const cx_val *r = root(v);
+    int64_t H = v->t.dims[1], L = v->t.dims[2], D = v->t.dims[3];
+    int64_t P = r->pitch && r->on_dev ? r->pitch : L;
+    st[3] = 1, st[2] = D, st[1] = P * D, st[0] = H * P * D;
+}
+
+/* D2H of the value's device data into dst (contiguous), through the pitch
+ * of a KV cache view. Does not synchronise. */
+static graft_status download(cx_exec *x, const cx_val *v, void *dst, graft_error *err)
+{
+    const cx_val *r = root(v);
+    if (!v->t.nbytes) return GRAFT_OK;
+    if (r->pitch && v->t.rank == 4 && r->pitch != v->t.dims[2]) {
+        size_t es = rt_dtype_size(v->t.dtype), w = (size_t)(v->t.dims[2] * v->t.dims[3]) * es;
+        size_t sp = (size_t)(r->pitch * v->t.dims[3]) * es;
+        CX_CUDA(cudaMemcpy2DAsync(dst, w, r->d, sp, w, (size_t)(v->t.dims[0] * v->t.dims[1]), cudaMemcpyDeviceToHost,
+                                  x->stream), "download of a KV cache view");
+        return GRAFT_OK;
+    }
+    CX_CUDA(cudaMemcpyAsync(dst, r->d, v->t.nbytes, cudaMemcpyDeviceToHost, x->stream), "download");
     return GRAFT_OK;
 }
 
@@ -125,7 +159,7 @@ graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err)
     graft_status rc = host_reserve(v, v->t.nbytes, err);
     if (rc) return rc;
     if (v->t.nbytes) {
-        CX_CUDA(cudaMemcpyAsync(v->t.data, v->d, v->t.nbytes, cudaMemcpyDeviceToHost, x->stream), "download");
+        if ((rc = download(x, v, v->t.data, err)) != GRAFT_OK) return rc;
         CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise for a host node");
     }
     v->on_host = true;
@@ -156,10 +190,89 @@ cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_
     v->t.nbytes = (size_t)numel * rt_dtype_size(dtype);
     v->t.present = true;
     v->base = NULL;
+    if (v->pitch) { /* was a cache view: the buffer is the generator's */
+        v->pitch = 0;
+        v->d = NULL;
+        v->dcap = 0;
+    }
     if (dev_reserve(v, v->t.nbytes, err) != GRAFT_OK) return NULL;
     v->on_dev = true;
     v->on_host = false;
     return v;
+}
+
+cx_val *cx_out_cache(cx_exec *x, cx_node *cn, int i, int dtype, const int64_t dims[4], const cx_kvbind *kb,
+                     graft_error *err)
+{
+    (void)x;
+    RT_ASSERT(i < cn->n.n_out);
+    cx_val *v = cx_v(cn->n.out[i]);
+    v->t.dtype = dtype;
+    v->t.rank = 4;
+    memcpy(v->t.dims, dims, 4 * sizeof *dims);
+    v->t.numel = (uint64_t)(dims[0] * dims[1] * dims[2] * dims[3]);
+    v->t.nbytes = (size_t)v->t.numel * rt_dtype_size(dtype);
+    v->t.present = true;
+    v->base = NULL;
+    if (v->dcap) cudaFree(v->d);
+    v->dcap = 0;
+    v->d = kb->buf;
+    v->pitch = kb->max_seq;
+    v->on_dev = true;
+    v->on_host = false;
+    return v;
+}
+
+const cx_kvbind *cx_kv_of_past(cx_exec *x, const cx_val *v)
+{
+    for (size_t i = 0; i < x->n_kv; i++)
+        if (x->vals[x->kv[i].past] == v) return v->d == x->kv[i].buf && v->pitch ? &x->kv[i] : NULL;
+    return NULL;
+}
+
+graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_error *err)
+{
+    if (B > CX_MAX_B) return xerr(err, GRAFT_EUNSUPPORTED, "batch %lld over %d", (long long)B, CX_MAX_B);
+    if (x->len_run == x->run_no) {
+        if (past != x->len_past || total != x->len_total)
+            return xerr(err, GRAFT_EUNSUPPORTED, "KV caches of different lengths in one step");
+        return GRAFT_OK;
+    }
+    if (!x->dlen) {
+        CX_CUDA(cudaMalloc((void **)&x->dlen, 2 * CX_MAX_B * sizeof(int32_t)), "lengths");
+        CX_CUDA(cudaMallocHost((void **)&x->hlen, 2 * CX_MAX_B * sizeof(int32_t)), "pinned lengths");
+    }
+    /* the previous run's copy has completed: every run ends in a synchronising read */
+    for (int64_t b = 0; b < CX_MAX_B; b++) {
+        x->hlen[b] = (int32_t)past;
+        x->hlen[CX_MAX_B + b] = (int32_t)total;
+    }
+    CX_CUDA(cudaMemcpyAsync(x->dlen, x->hlen, 2 * CX_MAX_B * sizeof(int32_t), cudaMemcpyHostToDevice, x->stream),
+            "upload lengths");
+    x->len_run = x->run_no;
+    x->len_past = past;
+    x->len_total = total;
+    return GRAFT_OK;
+}
+
+void *cx_workspace(cx_exec *x, cx_node *cn, size_t bytes, graft_error *err)
+{
+    if (cn->wcap >= bytes && cn->ws) return cn->ws;
+    size_t alloc = (bytes + 255) / 256 * 256;
+    if (!alloc) alloc = 256;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, alloc);
+    if (e == cudaSuccess) e = cudaMemsetAsync(p, 0, alloc, x->stream);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (p) cudaFree(p);
+        cx_cuda_err(cn, err, e, "workspace");
+        return NULL;
+    }
+    if (cn->ws) cudaFree(cn->ws);
+    cn->ws = p;
+    cn->wcap = alloc;
+    return p;
 }
 
 void *cx_scratch(cx_node *cn, size_t bytes, graft_error *err)
@@ -366,6 +479,7 @@ static void cx_free(rt_backend *b)
     for (size_t i = 0; i < x->n_nodes; i++) {
         rt_node *n = &x->nodes[i].n;
         if (x->nodes[i].scr) cudaFree(x->nodes[i].scr);
+        if (x->nodes[i].ws) cudaFree(x->nodes[i].ws);
         free(x->nodes[i].hscr);
         if (n->k && n->k->fini) n->k->fini(n);
         else free(n->state);
@@ -389,6 +503,10 @@ static void cx_free(rt_backend *b)
     free(x->out_idx);
     free(x->out_names);
     free(x->fb);
+    free(x->kv);
+    if (x->dlen) cudaFree(x->dlen);
+    if (x->iota) cudaFree(x->iota);
+    if (x->hlen) cudaFreeHost(x->hlen);
     gops_blas_free(x->blas);
     if (x->stream) cudaStreamDestroy(x->stream);
     free(x);
@@ -432,6 +550,11 @@ static graft_status run_host(cx_exec *x, cx_node *cn, graft_error *err)
             if (!v->t.cap) v->t.data = NULL;
             v->base = NULL;
         }
+        if (v->pitch) { /* was a cache view: the device buffer is the generator's */
+            v->pitch = 0;
+            v->d = NULL;
+            v->dcap = 0;
+        }
     }
     if ((rc = n->k->run(n, err)) != GRAFT_OK) return rc;
     for (int j = 0; j < n->n_out; j++) {
@@ -451,6 +574,10 @@ static graft_status run_view(cx_exec *x, cx_node *cn, graft_error *err)
         if (n->in[j] && n->in[j]->present && (rc = cx_to_host(x, cx_v(n->in[j]), err)) != GRAFT_OK) return rc;
     cx_val *in = cx_in(cn, 0);
     if (!in) return n->k->run(n, err); /* the kernel reports it */
+    if (root(in)->pitch && root(in)->on_dev) { /* a view of a KV cache view: made on the host, for good */
+        cn->place = CX_HOST;
+        return run_host(x, cn, err);
+    }
     if ((rc = n->k->run(n, err)) != GRAFT_OK) return rc;
     cx_val *o = cx_v(n->out[0]);
     cx_val *r = root(in);
@@ -521,8 +648,8 @@ static graft_status check_node(cx_exec *x, cx_node *cn, graft_error *err)
             goto done;
         }
         if (v->t.nbytes) {
-            cudaError_t e = cudaMemcpyAsync(dev, root(v)->d, v->t.nbytes, cudaMemcpyDeviceToHost, x->stream);
-            if (e == cudaSuccess) e = cudaStreamSynchronize(x->stream);
+            if ((rc = download(x, v, dev, err)) != GRAFT_OK) goto done;
+            cudaError_t e = cudaStreamSynchronize(x->stream);
             if (e != cudaSuccess) {
                 rc = cx_cuda_err(cn, err, e, "check download");
                 goto done;
@@ -600,6 +727,8 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         cx_val *v = x->vals[i];
         if (!v->sticky && !v->is_input) v->on_host = v->on_dev = false;
     }
+    x->run_no++;
+    x->n_fast_attn = 0;
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *cn = &x->nodes[i];
         if (cn->const_done) continue;
@@ -623,6 +752,40 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
             cn->const_done = true;
             for (int j = 0; j < cn->n.n_out; j++) cx_v(cn->n.out[j])->sticky = true;
         }
+    }
+    /* a present that did not come out in place (its node ran on the host,
+     * or took the copying path) is written into its cache now */
+    for (size_t i = 0; i < x->n_kv; i++) {
+        cx_kvbind *kb = &x->kv[i];
+        cx_val *v = x->vals[kb->present];
+        if (!v->t.present || (v->d == kb->buf && v->pitch == kb->max_seq && v->on_dev && !v->base)) continue;
+        if (v->t.rank != 4 || v->t.dims[2] > kb->max_seq)
+            return xerr(err, GRAFT_EINVAL, "present '%s' does not fit its KV cache", kb->name);
+        size_t es = rt_dtype_size(v->t.dtype), w = (size_t)(v->t.dims[2] * v->t.dims[3]) * es;
+        size_t dp = (size_t)(kb->max_seq * v->t.dims[3]) * es, rows = (size_t)(v->t.dims[0] * v->t.dims[1]);
+        if (w) {
+            if (v->on_dev) {
+                cx_val *r = root(v);
+                CX_CUDA(cudaMemcpy2DAsync(kb->buf, dp, r->d, w, w, rows, cudaMemcpyDeviceToDevice, x->stream),
+                        "present into its KV cache");
+            } else if (v->on_host) {
+                CX_CUDA(cudaMemcpy2DAsync(kb->buf, dp, v->t.data, w, w, rows, cudaMemcpyHostToDevice, x->stream),
+                        "present into its KV cache");
+                CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise");
+            } else {
+                return xerr(err, GRAFT_EINVAL, "present of a KV cache was not computed");
+            }
+        }
+        if (v->base) {
+            if (!v->t.cap) v->t.data = NULL;
+            v->base = NULL;
+        }
+        if (v->dcap) cudaFree(v->d);
+        v->dcap = 0;
+        v->d = kb->buf;
+        v->pitch = kb->max_seq;
+        v->on_dev = true;
+        v->on_host = false;
     }
     if (!x->placed) {
         x->placed = true;
@@ -700,6 +863,7 @@ static graft_status cx_set_input(rt_backend *b, const char *name, const graft_ar
     t->nbytes = (size_t)nb;
     t->present = true;
     v->base = NULL;
+    v->pitch = 0;
     if (on_backend) {
         if (!t->cap) t->data = NULL;
         if (v->dcap) cudaFree(v->d);
@@ -707,6 +871,12 @@ static graft_status cx_set_input(rt_backend *b, const char *name, const graft_ar
         v->d = a->data;
         v->on_dev = true;
         v->on_host = false;
+        for (size_t k = 0; k < x->n_kv; k++)
+            if (x->kv[k].past == x->in_idx[i] && x->kv[k].buf == a->data) {
+                if (a->rank != 4 || a->dims[2] > x->kv[k].max_seq)
+                    return xerr(err, GRAFT_EINVAL, "input '%s': longer than its KV cache", name);
+                v->pitch = x->kv[k].max_seq;
+            }
     } else {
         if (t->cap) free(t->data);
         t->cap = 0;
@@ -723,7 +893,7 @@ static int cx_output(rt_backend *b, const char *name, graft_array *a)
     cx_val *v = output_val(x, name);
     if (!v || !v->t.present) return 0;
     graft_error e;
-    if (cx_to_dev(x, v, &e) != GRAFT_OK) return 0;
+    if (cx_to_dev_pitched(x, v, &e) != GRAFT_OK) return 0;
     memset(a, 0, sizeof *a);
     a->dtype = v->t.dtype;
     a->rank = v->t.rank;
@@ -738,7 +908,7 @@ static int cx_swap(rt_backend *b, const char *name, void **buf, size_t *cap)
     cx_exec *x = (cx_exec *)b;
     cx_val *v = output_val(x, name);
     graft_error e;
-    if (!v || !v->t.present || cx_to_dev(x, v, &e) != GRAFT_OK || !v->dcap || v->base) return 0;
+    if (!v || !v->t.present || v->pitch || cx_to_dev(x, v, &e) != GRAFT_OK || !v->dcap || v->base) return 0;
     void *d = v->d;
     size_t c = v->dcap;
     v->d = *buf;
@@ -773,6 +943,31 @@ static graft_status cx_read(rt_backend *b, void *dst, const void *src, size_t by
     return GRAFT_OK;
 }
 
+static graft_status cx_bind_kv(rt_backend *b, const char *past, const char *present, void *buf, int64_t max_seq,
+                               graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    if (!past) { /* unbind all */
+        x->n_kv = 0;
+        return GRAFT_OK;
+    }
+    size_t pi = 0, oi = 0;
+    while (pi < x->n_in && strcmp(x->in_info[pi].name, past) != 0) pi++;
+    while (oi < x->n_out && strcmp(x->out_names[oi], present) != 0) oi++;
+    if (pi == x->n_in || oi == x->n_out)
+        return xerr(err, GRAFT_EINVAL, "bind_kv: no input '%s' or output '%s'", past, present);
+    cx_kvbind *nk = realloc(x->kv, (x->n_kv + 1) * sizeof *nk);
+    if (!nk) return nomem(err, "KV bindings");
+    x->kv = nk;
+    cx_kvbind *kb = &x->kv[x->n_kv++];
+    kb->name = x->out_names[oi];
+    kb->past = x->in_idx[pi];
+    kb->present = x->out_idx[oi];
+    kb->buf = buf;
+    kb->max_seq = max_seq;
+    return GRAFT_OK;
+}
+
 static const char *cx_describe(rt_backend *b) { return ((cx_exec *)b)->desc; }
 
 static const char *cx_fallbacks(rt_backend *b, size_t *count)
@@ -785,4 +980,5 @@ static const char *cx_fallbacks(rt_backend *b, size_t *count)
 const rt_backend_vt rt_backend_cuda = {
     "cuda",  cx_available, cx_open, cx_free,    cx_alloc, cx_mfree,    cx_zero,     cx_set_input,
     cx_run,  cx_output,    cx_swap, cx_reserve, cx_copy,  cx_read,     cx_describe, cx_fallbacks,
+    cx_bind_kv,
 };

@@ -4,6 +4,7 @@
  * kernel cannot take make run() return GRAFT_EUNSUPPORTED at the planning
  * step, which sends the node to its CPU kernel for good. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kcommon.h"
@@ -73,10 +74,56 @@ static graft_status run_binary(cx_exec *x, cx_node *cn, graft_error *err)
     return gops_binary(bo, a->t.dtype, &sh, a->d, b->d, y->d, STRM(x), err);
 }
 
+static bool is_view_node(const rt_node *n)
+{
+    const char *op = rt_node_op(n);
+    return !*graft_node_domain(n->src) && (!strcmp(op, "Reshape") || !strcmp(op, "Squeeze") ||
+                                           !strcmp(op, "Unsqueeze") || !strcmp(op, "Flatten") ||
+                                           !strcmp(op, "Identity"));
+}
+
+/* Nonzero when t is read, directly or through views, only as the mask of
+ * ONNX Attention nodes (and is no graph output). */
+static int feeds_only_masks(cx_exec *x, const rt_tensor *t, int depth)
+{
+    int used = 0;
+    for (size_t i = 0; i < x->n_out; i++)
+        if (&x->vals[x->out_idx[i]]->t == t) return 0;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        rt_node *n = &x->nodes[i].n;
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] != t) continue;
+            used = 1;
+            if (j == 3 && !*graft_node_domain(n->src) && !strcmp(rt_node_op(n), "Attention")) continue;
+            if (j == 0 && depth < 4 && is_view_node(n) && feeds_only_masks(x, n->out[0], depth + 1)) continue;
+            return 0;
+        }
+    }
+    return used;
+}
+
+/* Nonzero when output j of the node is named and read (by a node, or as a
+ * graph output). */
+static int out_read(cx_exec *x, cx_node *cn, int j)
+{
+    if (j >= cn->n.n_out || !*graft_node_output(cn->n.src, (size_t)j)) return 0;
+    const rt_tensor *t = cn->n.out[j];
+    for (size_t i = 0; i < x->n_out; i++)
+        if (&x->vals[x->out_idx[i]]->t == t) return 1;
+    for (size_t i = 0; i < x->n_nodes; i++)
+        for (int k = 0; k < x->nodes[i].n.n_in; k++)
+            if (x->nodes[i].n.in[k] == t) return 1;
+    return 0;
+}
+
 static int acc_where(cx_exec *x, cx_node *cn)
 {
     rt_tensor *c = rt_in(&cn->n, 0), *a = rt_in(&cn->n, 1), *b = rt_in(&cn->n, 2);
-    return c && a && b && c->dtype == GRAFT_DTYPE_BOOL && cx_is_float(a->dtype) && b->dtype == a->dtype;
+    if (!(c && a && b && c->dtype == GRAFT_DTYPE_BOOL && cx_is_float(a->dtype) && b->dtype == a->dtype)) return 0;
+    /* an attention mask made from host conditions stays on the host, where
+     * the attention op reads its shape (causal, window) without a copy back */
+    if (cn->n.n_out == 1 && feeds_only_masks(x, cn->n.out[0], 0)) return 0;
+    return 1;
 }
 
 static graft_status run_where(cx_exec *x, cx_node *cn, graft_error *err)
@@ -222,6 +269,16 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, b, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, ro + 2, od, err);
     OUT_OR_FAIL(y);
+    if (nB == 1 && nA * M == 1 && !getenv("GRAFT_CUDA_NO_GEMV")) { /* one row: the bandwidth-bound GEMV */
+        size_t wsb = 0;
+        graft_status rc = gcuda_gemv_plan(a->t.dtype, K, N, &wsb, err);
+        if (rc == GRAFT_OK) {
+            void *ws = wsb ? cx_workspace(x, cn, wsb, err) : NULL;
+            if (wsb && !ws) return err->code;
+            return gcuda_gemv(a->t.dtype, a->d, b->d, y->d, K, N, ws, wsb, STRM(x), err);
+        }
+        if (rc != GRAFT_EUNSUPPORTED && rc != GRAFT_EINVAL) return rc;
+    }
     if (nB == 1) /* one weight: all rows of A in one GEMM */
         return gops_gemm(x->blas, a->t.dtype, nA * M, N, K, a->d, 0, b->d, 0, y->d, 0, 1, STRM(x), err);
     return gops_gemm(x->blas, a->t.dtype, M, N, K, a->d, nA == 1 ? 0 : M * K, b->d, K * N, y->d, M * N, nO, STRM(x), err);
@@ -232,8 +289,8 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
 static int acc_rms(cx_exec *x, cx_node *cn)
 {
     if (!floats(cn, 2)) return 0;
-    for (int j = 1; j < cn->n.n_out; j++)
-        if (*graft_node_output(cn->n.src, (size_t)j)) return 0;
+    for (int j = 1; j < cn->n.n_out; j++) /* mean / inv_std_var: named is fine, read is not */
+        if (out_read(x, cn, j)) return 0;
     return 1;
 }
 
@@ -260,7 +317,7 @@ static int acc_skip_rms(cx_exec *x, cx_node *cn)
     rt_tensor *bias = rt_in(&cn->n, 3);
     if (bias && bias->dtype != cn->n.in[0]->dtype) return 0;
     for (int j = 1; j < 3 && j < cn->n.n_out; j++)
-        if (*graft_node_output(cn->n.src, (size_t)j)) return 0;
+        if (out_read(x, cn, j)) return 0;
     return 1;
 }
 
@@ -320,7 +377,9 @@ static graft_status run_transpose(cx_exec *x, cx_node *cn, graft_error *err)
     int64_t p[RT_MAX_RANK], ist[RT_MAX_RANK], od[RT_MAX_RANK];
     for (int i = 0; i < r; i++) p[i] = perm ? perm[i] : r - 1 - i;
     if (perm && (int)np != r) return rt_err(&cn->n, err, GRAFT_EINVAL, "perm of %zu for rank %d", np, r);
-    contig(r, a->t.dims, ist);
+    TRY(cx_to_dev_pitched(x, a, err));
+    if (r == 4) cx_strides4(a, ist); /* a KV cache view reads through its pitch */
+    else contig(r, a->t.dims, ist);
     gops_shape sh = {0};
     sh.rank = r;
     for (int i = 0; i < r; i++) {
@@ -330,7 +389,6 @@ static graft_status run_transpose(cx_exec *x, cx_node *cn, graft_error *err)
         sh.st[0][i] = ist[p[i]];
     }
     contig(r, od, sh.st[1]);
-    TRY(cx_to_dev(x, a, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
     OUT_OR_FAIL(y);
     return gops_copy(rt_dtype_size(a->t.dtype), &sh, a->d, y->d, STRM(x), err);
@@ -451,6 +509,66 @@ static graft_status run_concat(cx_exec *x, cx_node *cn, graft_error *err)
     return GRAFT_OK;
 }
 
+static graft_status run_split(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    rt_node *n = &cn->n;
+    cx_val *a = cx_in(cn, 0);
+    int r = a->t.rank, no = n->n_out;
+    if (r < 1 || r > GOPS_MAX_RANK || no < 1 || no > 64) return UNSUP(cn, "rank %d, %d outputs", r, no);
+    int ax = k_axis(rt_attr_int(n, "axis", 0), r);
+    if (ax < 0) return rt_err(n, err, GRAFT_EINVAL, "axis out of range");
+    int64_t sizes[64], dim = a->t.dims[ax];
+    size_t k = 0, cnt = 0;
+    cx_val *sp = n->opset >= 13 ? cx_in(cn, 1) : NULL;
+    const int64_t *sa = n->opset < 13 ? rt_attr_ints(n, "split", &cnt) : NULL;
+    if (sp) {
+        TRY(ints_of(x, sp, sizes, 64, &k, err));
+        if ((int)k != no) return rt_err(n, err, GRAFT_EINVAL, "split has %zu values for %d outputs", k, no);
+    } else if (sa) {
+        if ((int)cnt != no) return rt_err(n, err, GRAFT_EINVAL, "split has %zu values for %d outputs", cnt, no);
+        memcpy(sizes, sa, cnt * sizeof *sa);
+    } else {
+        int64_t chunk = (dim + no - 1) / no, left = dim;
+        for (int i = 0; i < no; i++) {
+            sizes[i] = left < chunk ? left : chunk;
+            left -= sizes[i];
+        }
+    }
+    int64_t sum = 0;
+    for (int i = 0; i < no; i++) {
+        if (sizes[i] < 0) return rt_err(n, err, GRAFT_EINVAL, "negative split size");
+        sum += sizes[i];
+    }
+    if (sum != dim) return rt_err(n, err, GRAFT_EINVAL, "split sizes sum to %lld, the axis has %lld",
+                                  (long long)sum, (long long)dim);
+    TRY(cx_to_dev(x, a, err));
+    int64_t ist[RT_MAX_RANK];
+    contig(r, a->t.dims, ist);
+    size_t es = rt_dtype_size(a->t.dtype);
+    int64_t at = 0;
+    for (int i = 0; i < no; i++) {
+        int64_t od[RT_MAX_RANK];
+        memcpy(od, a->t.dims, (size_t)r * sizeof *od);
+        od[ax] = sizes[i];
+        if (!*graft_node_output(n->src, (size_t)i)) {
+            at += sizes[i];
+            continue;
+        }
+        cx_val *y = cx_out(x, cn, i, a->t.dtype, r, od, err);
+        OUT_OR_FAIL(y);
+        gops_shape sh = {0};
+        sh.rank = r;
+        memcpy(sh.dims, od, (size_t)r * sizeof *od);
+        memcpy(sh.st[0], ist, (size_t)r * sizeof *ist);
+        contig(r, od, sh.st[1]);
+        TRY(gops_copy(es, &sh, (const char *)a->d + (size_t)(at * ist[ax]) * es, y->d, STRM(x), err));
+        at += sizes[i];
+    }
+    return GRAFT_OK;
+}
+
+static int acc_split(cx_exec *x, cx_node *cn) { return floats(cn, 1); }
+
 static graft_status run_expand(cx_exec *x, cx_node *cn, graft_error *err)
 {
     cx_val *a = cx_in(cn, 0);
@@ -506,14 +624,47 @@ static graft_status run_reduce(cx_exec *x, cx_node *cn, graft_error *err)
 static int acc_rotary(cx_exec *x, cx_node *cn)
 {
     rt_tensor *p = rt_in(&cn->n, 3);
-    return floats(cn, 3) && p && p->dtype == GRAFT_DTYPE_INT64;
+    return floats(cn, 3) && (!p || p->dtype == GRAFT_DTYPE_INT64);
+}
+
+/* Device int64 0, 1, ..., n - 1 (grown, never shrunk; kept). */
+static const int64_t *iota(cx_exec *x, int64_t n, graft_error *err)
+{
+    if (x->iota_n >= n) return x->iota;
+    int64_t cap = n < 256 ? 256 : n;
+    int64_t *h = malloc((size_t)cap * sizeof *h);
+    if (!h) {
+        rt_seterr(err, GRAFT_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < cap; i++) h[i] = i;
+    int64_t *d = NULL;
+    cudaError_t e = cudaMalloc((void **)&d, (size_t)cap * sizeof *d);
+    if (e == cudaSuccess) e = cudaMemcpy(d, h, (size_t)cap * sizeof *d, cudaMemcpyHostToDevice);
+    free(h);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (d) cudaFree(d);
+        cx_cuda_err(NULL, err, e, "positions");
+        return NULL;
+    }
+    if (x->iota) {
+        cudaStreamSynchronize(x->stream);
+        cudaFree(x->iota);
+    }
+    x->iota = d;
+    x->iota_n = cap;
+    return d;
 }
 
 static graft_status run_rotary(cx_exec *x, cx_node *cn, graft_error *err)
 {
     cx_val *a = cx_in(cn, 0), *c = cx_in(cn, 1), *s = cx_in(cn, 2), *p = cx_in(cn, 3);
-    if (c->t.rank != 2 || s->t.rank != 2 || c->t.dims[0] != s->t.dims[0] || c->t.dims[1] != s->t.dims[1])
-        return UNSUP(cn, "cos/sin caches not [max_pos, rotary_dim / 2]");
+    /* without position_ids the caches are [batch, seq, rotary_dim / 2], token by token */
+    int64_t cr = p ? 2 : 3;
+    if (c->t.rank != cr || s->t.rank != cr || c->t.numel != s->t.numel ||
+        c->t.dims[cr - 1] != s->t.dims[cr - 1])
+        return UNSUP(cn, "cos/sin caches not [max_pos, rotary_dim / 2] (or [batch, seq, rotary_dim / 2])");
     gcuda_rotary_args r = {0};
     r.dtype = a->t.dtype;
     if (a->t.rank == 4) {
@@ -527,20 +678,203 @@ static graft_status run_rotary(cx_exec *x, cx_node *cn, graft_error *err)
     } else {
         return UNSUP(cn, "rank %d", a->t.rank);
     }
-    if ((int64_t)p->t.numel != r.batch * r.seq) return UNSUP(cn, "position_ids shape");
-    r.rotary_dim = c->t.dims[1] * 2;
+    if (p && (int64_t)p->t.numel != r.batch * r.seq) return UNSUP(cn, "position_ids shape");
+    if (!p && (c->t.dims[0] != r.batch || c->t.dims[1] != r.seq)) return UNSUP(cn, "cos/sin caches of another shape");
+    r.rotary_dim = c->t.dims[cr - 1] * 2;
     int64_t want = rt_attr_int(&cn->n, "rotary_embedding_dim", 0);
     if (want > 0 && want != r.rotary_dim) return UNSUP(cn, "rotary_embedding_dim %lld vs cache", (long long)want);
-    r.max_pos = c->t.dims[0];
+    if (r.rotary_dim > r.head_size) return UNSUP(cn, "rotary_dim %lld over head size", (long long)r.rotary_dim);
+    r.max_pos = p ? c->t.dims[0] : r.batch * r.seq;
     r.interleaved = (int)rt_attr_int(&cn->n, "interleaved", 0);
     TRY(cx_to_dev(x, a, err));
     TRY(cx_to_dev(x, c, err));
     TRY(cx_to_dev(x, s, err));
-    TRY(cx_to_dev(x, p, err));
+    const int64_t *pos;
+    if (p) {
+        TRY(cx_to_dev(x, p, err));
+        pos = p->d;
+    } else if (!(pos = iota(x, r.batch * r.seq, err))) {
+        return err->code;
+    }
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
     OUT_OR_FAIL(y);
-    r.x = a->d, r.y = y->d, r.cos_cache = c->d, r.sin_cache = s->d, r.positions = p->d;
+    r.x = a->d, r.y = y->d, r.cos_cache = c->d, r.sin_cache = s->d, r.positions = pos;
     return gcuda_rotary(&r, STRM(x), err);
+}
+
+/* ------------------------------------------------------------ attention over a bound KV cache */
+
+/* One attention step whose past K/V are caches bound in place: the new
+ * rows are appended at `past` (gcuda_kv_append, length from device
+ * memory), then the query rows attend over the cache. Strides in
+ * elements over (batch, seq, head). */
+typedef struct cache_attn {
+    int dt;
+    int64_t B, Hq, Hkv, Sq, hd, past;
+    const void *q;
+    int64_t qb, qs, qh;
+    void *y;
+    int64_t yb, ys, yh;
+    const void *k, *v; /* new rows, V with K's strides */
+    int64_t kb, ks, kh;
+    const cx_kvbind *ck, *cv;
+    int causal;
+    int64_t window_left;
+    float scale, softcap;
+    const gops_attn_args *mask; /* mask fields (mask_kind, ms, mlast) or NULL */
+    cx_val *mval;
+} cache_attn;
+
+static float mask_at(const cache_attn *c, const void *m, int64_t off)
+{
+    switch (c->mask->mask_kind) {
+    case 2:
+        if (c->dt == GRAFT_DTYPE_FLOAT16) return rt_f16_to_f32(((const uint16_t *)m)[off]);
+        if (c->dt == GRAFT_DTYPE_BFLOAT16) return rt_bf16_to_f32(((const uint16_t *)m)[off]);
+        return ((const float *)m)[off];
+    case 3: return ((const float *)m)[off];
+    default: return ((const uint8_t *)m)[off] ? 0.0f : -INFINITY;
+    }
+}
+
+/* Nonzero when the keys each query row sees under the mask (its host
+ * copy), the node's causal flag and its window are exactly those of a
+ * causal window: row i, at p = past + i, sees [max(0, p - w), p]; *win is
+ * w (-1: no window). Additive values must be 0 (seen) or <= -1e30 (hidden). */
+static int mask_as_window(const cache_attn *c, int64_t T, int64_t *win)
+{
+    const gops_attn_args *m = c->mask;
+    const void *md = c->mval->t.data;
+    int64_t w = -2, maxp0 = -1;
+    int64_t nb = m->ms[0] ? c->B : 1, nh = m->ms[1] ? c->Hq : 1;
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t i = 0; i < c->Sq; i++) {
+                int64_t p = c->past + i, lo = -1, last = -2;
+                if (p >= T) return 0;
+                for (int64_t j = 0; j < T; j++) {
+                    int vis = (!c->causal || j <= p) && (c->window_left < 0 || p - j <= c->window_left);
+                    if (!vis) continue;
+                    if (j >= m->mlast) continue;
+                    float f = mask_at(c, md, b * m->ms[0] + h * m->ms[1] + i * m->ms[2] + j * m->ms[3]);
+                    if (f != 0.0f) {
+                        if (f <= -1e30f) continue;
+                        return 0;
+                    }
+                    if (lo < 0) lo = j;
+                    else if (last != j - 1) return 0;
+                    last = j;
+                }
+                if (lo < 0 || last != p) return 0;
+                if (lo > 0) {
+                    if (w == -2) w = p - lo;
+                    else if (w != p - lo) return 0;
+                } else if (p > maxp0) {
+                    maxp0 = p;
+                }
+            }
+    if (w == -2) w = -1;
+    else if (maxp0 > w) return 0;
+    *win = w;
+    return 1;
+}
+
+/* gcuda_attn_decode_args.impl: 2, the tensor-core kernel for fp16/bf16
+ * (passed on the H200, 2-5x the CUDA-core one; fp32 takes the CUDA-core
+ * kernel whatever this says); GRAFT_ATTN_IMPL=1 for the CUDA-core kernel. */
+static int attn_impl(void)
+{
+    const char *e = getenv("GRAFT_ATTN_IMPL");
+    return e && *e ? atoi(e) : 2;
+}
+
+static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, graft_error *err)
+{
+    int64_t T = c->past + c->Sq, max = c->ck->max_seq;
+    if (T > max || c->cv->max_seq != max)
+        return rt_err(&cn->n, err, GRAFT_EINVAL, "%lld positions past a KV cache of %lld", (long long)T,
+                      (long long)max);
+    TRY(cx_lens(x, c->B, c->past, T, err));
+    const int32_t *dpast = x->dlen, *dtot = x->dlen + CX_MAX_B;
+    gcuda_kv_append_args ka = {0};
+    ka.dtype = c->dt, ka.batch = c->B, ka.seq = c->Sq, ka.kv_heads = c->Hkv, ka.head_dim = c->hd, ka.max_seq = max;
+    ka.k = c->k, ka.v = c->v, ka.stride_b = c->kb, ka.stride_s = c->ks, ka.stride_h = c->kh;
+    ka.k_cache = c->ck->buf, ka.v_cache = c->cv->buf, ka.past_lens = dpast;
+    TRY(gcuda_kv_append(&ka, STRM(x), err));
+    int64_t win = c->window_left;
+    const char *gen = getenv("GRAFT_CUDA_GENERAL_ATTN");
+    int fast = c->hd % 8 == 0 && c->hd <= 512 && c->Hq % c->Hkv == 0 && !(gen && *gen && strcmp(gen, "0"));
+    if (fast && c->mask) {
+        cx_val *mv = c->mval;
+        fast = mv->on_host && mv->t.data;
+        if (fast) { /* once per run for each (causal, window) a mask is read with */
+            int64_t key = c->causal * 0x100000000LL + c->window_left + 1;
+            int slot = -1;
+            for (int s2 = 0; s2 < 2; s2++)
+                if (mv->an_run[s2] == x->run_no && mv->an_key[s2] == key) slot = s2;
+            if (slot < 0) {
+                slot = mv->an_run[0] == x->run_no ? 1 : 0;
+                mv->an_run[slot] = x->run_no;
+                mv->an_key[slot] = key;
+                mv->an_ok[slot] = mask_as_window(c, T, &mv->an_win[slot]);
+            }
+            fast = mv->an_ok[slot];
+            win = mv->an_win[slot];
+        }
+    } else if (fast && !c->causal && c->Sq > 1) {
+        fast = 0; /* later keys seen: not the causal kernels */
+    }
+    if (fast && c->Sq == 1 && c->qh == c->hd && c->yh == c->hd &&
+        (c->B == 1 || (c->qb == c->Hq * c->hd && c->yb == c->Hq * c->hd))) {
+        gcuda_attn_decode_args d = {0};
+        d.dtype = c->dt, d.batch = c->B, d.q_heads = c->Hq, d.kv_heads = c->Hkv, d.head_dim = c->hd;
+        d.max_seq = max, d.q = c->q, d.k_cache = c->ck->buf, d.v_cache = c->cv->buf, d.seq_lens = dtot;
+        d.out = c->y, d.scale = c->scale, d.softcap = c->softcap, d.window_left = win, d.impl = attn_impl();
+        graft_error perr;
+        d.num_splits = cn->dsplits; /* planned once (the plan queries the device) */
+        if (gcuda_attn_decode_plan(&d, &perr) == GRAFT_OK) {
+            cn->dsplits = d.num_splits;
+            if (!(d.ws = cx_workspace(x, cn, d.ws_bytes, err))) return err->code;
+            x->n_fast_attn++;
+            return gcuda_attn_decode(&d, STRM(x), err);
+        }
+    } else if (fast && c->Sq > 1) {
+        gcuda_attn_prefill_args pa = {0};
+        pa.dtype = c->dt, pa.batch = c->B, pa.seq = c->Sq, pa.q_heads = c->Hq, pa.kv_heads = c->Hkv;
+        pa.head_dim = c->hd, pa.max_seq = max;
+        pa.q = c->q, pa.q_stride_b = c->qb, pa.q_stride_s = c->qs, pa.q_stride_h = c->qh;
+        pa.k_cache = c->ck->buf, pa.v_cache = c->cv->buf, pa.past_lens = dpast;
+        pa.out = c->y, pa.o_stride_b = c->yb, pa.o_stride_s = c->ys, pa.o_stride_h = c->yh;
+        pa.scale = c->scale, pa.softcap = c->softcap, pa.window_left = win;
+        x->n_fast_attn++;
+        return gcuda_attn_prefill(&pa, STRM(x), err);
+    }
+    /* the general masked kernel over the cache */
+    gops_attn_args a = {0};
+    if (c->mask) {
+        a = *c->mask;
+        TRY(cx_to_dev(x, c->mval, err));
+        a.mask = c->mval->d;
+    }
+    a.dtype = c->dt, a.B = c->B, a.Hq = c->Hq, a.Hkv = c->Hkv, a.Sq = c->Sq, a.T = T, a.hd = a.vd = c->hd;
+    a.q = c->q, a.qs[0] = c->qb, a.qs[1] = c->qh, a.qs[2] = c->qs;
+    a.y = c->y, a.ys[0] = c->yb, a.ys[1] = c->yh, a.ys[2] = c->ys;
+    a.k = c->ck->buf, a.v = c->cv->buf;
+    a.ks[0] = a.vs[0] = c->Hkv * max * c->hd, a.ks[1] = a.vs[1] = max * c->hd, a.ks[2] = a.vs[2] = c->hd;
+    a.past = c->past, a.kv_len = NULL, a.causal = c->causal, a.window_left = c->window_left;
+    a.scale = c->scale, a.softcap = c->softcap;
+    return gops_attention(&a, STRM(x), err);
+}
+
+/* The bound caches of a node's past K/V (inputs ik, iv) whose presents are
+ * its outputs 1 and 2; 0 when they are not both bound that way. */
+static int cache_pair(cx_exec *x, cx_node *cn, int ik, int iv, const cx_kvbind **ck, const cx_kvbind **cv)
+{
+    cx_val *pk = cx_in(cn, ik), *pv = cx_in(cn, iv);
+    if (!pk || !pv || cn->n.n_out < 3) return 0;
+    *ck = cx_kv_of_past(x, pk);
+    *cv = cx_kv_of_past(x, pv);
+    return *ck && *cv && x->vals[(*ck)->present] == cx_v(cn->n.out[1]) && x->vals[(*cv)->present] == cx_v(cn->n.out[2]);
 }
 
 static int acc_attention(cx_exec *x, cx_node *cn)
@@ -589,10 +923,9 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, k, err));
     TRY(cx_to_dev(x, v, err));
     if (pk) {
-        TRY(cx_to_dev(x, pk, err));
-        TRY(cx_to_dev(x, pv, err));
+        TRY(cx_to_dev_pitched(x, pk, err));
+        TRY(cx_to_dev_pitched(x, pv, err));
     }
-    if (mask) TRY(cx_to_dev(x, mask, err));
     int64_t yd[4];
     if (r3) yd[0] = B, yd[1] = Sq, yd[2] = Hq * vd;
     else yd[0] = B, yd[1] = Hq, yd[2] = Sq, yd[3] = vd;
@@ -617,6 +950,49 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
         kst[0] = Hkv * Skv * hd, kst[1] = Skv * hd, kst[2] = hd;
         vst[0] = Hkv * Skv * vd, vst[1] = Skv * vd, vst[2] = vd;
     }
+    gops_attn_args ma = {0}; /* the mask's fields */
+    if (mask && mask->t.numel) {
+        int mr = mask->t.rank;
+        if (mr < 1 || mr > 4) return rt_err(n, err, GRAFT_EINVAL, "attn_mask of rank %d", mr);
+        int64_t full[4] = {B, Hq, Sq, mask->t.dims[mr - 1]}, bd[RT_MAX_RANK];
+        int ro;
+        if (!k_broadcast(4, full, mr, mask->t.dims, &ro, bd) || bd[0] != B || bd[1] != Hq || bd[2] != Sq)
+            return rt_err(n, err, GRAFT_EINVAL, "attn_mask does not broadcast to (batch, heads, q, kv)");
+        k_bstrides(mr, mask->t.dims, 4, full, ma.ms);
+        ma.mlast = mask->t.dims[mr - 1];
+        ma.mask_kind = mask->t.dtype == GRAFT_DTYPE_BOOL ? 1 : mask->t.dtype == dt ? 2
+                       : mask->t.dtype == GRAFT_DTYPE_FLOAT ? 3 : 0;
+        if (!ma.mask_kind) return UNSUP(cn, "mask of type %s", graft_dtype_name(mask->t.dtype));
+    }
+    float sc;
+    float scale = graft_node_attr_float(n->src, "scale", &sc) ? sc : 1.0f / sqrtf((float)hd);
+    int causal = (int)rt_attr_int(n, "is_causal", 0);
+    int64_t wleft = n->opset >= 25 ? rt_attr_int(n, "left_window_size", -1) : -1;
+    const cx_kvbind *ck, *cv;
+    if (pk && Skv > 0 && hd == vd && cache_pair(x, cn, 4, 5, &ck, &cv)) { /* KV in place */
+        cache_attn c = {0};
+        c.dt = dt, c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.Sq = Sq, c.hd = hd, c.past = P;
+        c.q = q->d, c.y = y->d, c.k = k->d, c.v = v->d;
+        if (r3) {
+            c.qb = Sq * Hq * hd, c.qs = Hq * hd, c.qh = hd;
+            c.yb = Sq * Hq * vd, c.ys = Hq * vd, c.yh = vd;
+        } else {
+            c.qb = Hq * Sq * hd, c.qs = hd, c.qh = Sq * hd;
+            c.yb = Hq * Sq * vd, c.ys = vd, c.yh = Sq * vd;
+        }
+        c.kb = kst[0], c.kh = kst[1], c.ks = kst[2];
+        if (vst[0] != kst[0] || vst[1] != kst[1] || vst[2] != kst[2]) return UNSUP(cn, "K and V laid out differently");
+        if (Skv != Sq) return UNSUP(cn, "%lld new keys for %lld queries", (long long)Skv, (long long)Sq);
+        c.ck = ck, c.cv = cv, c.causal = causal, c.window_left = wleft, c.scale = scale;
+        c.softcap = rt_attr_float(n, "softcap", 0.0f);
+        if (ma.mask_kind) c.mask = &ma, c.mval = mask;
+        TRY(attend_cache(x, cn, &c, err));
+        int64_t kd[4] = {B, Hkv, T, hd};
+        OUT_OR_FAIL(cx_out_cache(x, cn, 1, dt, kd, ck, err));
+        OUT_OR_FAIL(cx_out_cache(x, cn, 2, dt, kd, cv, err));
+        return GRAFT_OK;
+    }
+    if (mask) TRY(cx_to_dev(x, mask, err));
     if (want_pk || want_pv) {
         int64_t kd[4] = {B, Hkv, T, hd}, vdd[4] = {B, Hkv, T, vd};
         cx_val *ok = cx_out(x, cn, 1, dt, 4, kd, err);
@@ -633,7 +1009,7 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
             if (past && P) {
                 int64_t pd[4] = {B, Hkv, P, d};
                 memcpy(sh.dims, pd, sizeof pd);
-                contig(4, pd, sh.st[0]);
+                cx_strides4(past, sh.st[0]);
                 memcpy(sh.st[1], dstr, sizeof dstr);
                 TRY(gops_copy(es, &sh, past->d, dst->d, STRM(x), err));
             }
@@ -651,25 +1027,16 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
         memcpy(a.ks, kst, sizeof kst);
         memcpy(a.vs, vst, sizeof vst);
     }
-    if (mask && mask->t.numel) {
-        int mr = mask->t.rank;
-        if (mr < 1 || mr > 4) return rt_err(n, err, GRAFT_EINVAL, "attn_mask of rank %d", mr);
-        int64_t full[4] = {B, Hq, Sq, mask->t.dims[mr - 1]}, bd[RT_MAX_RANK];
-        int ro;
-        if (!k_broadcast(4, full, mr, mask->t.dims, &ro, bd) || bd[0] != B || bd[1] != Hq || bd[2] != Sq)
-            return rt_err(n, err, GRAFT_EINVAL, "attn_mask does not broadcast to (batch, heads, q, kv)");
-        k_bstrides(mr, mask->t.dims, 4, full, a.ms);
-        a.mlast = mask->t.dims[mr - 1];
+    if (ma.mask_kind) {
+        memcpy(a.ms, ma.ms, sizeof a.ms);
+        a.mlast = ma.mlast;
         a.mask = mask->d;
-        a.mask_kind = mask->t.dtype == GRAFT_DTYPE_BOOL ? 1 : mask->t.dtype == dt ? 2
-                      : mask->t.dtype == GRAFT_DTYPE_FLOAT ? 3 : 0;
-        if (!a.mask_kind) return UNSUP(cn, "mask of type %s", graft_dtype_name(mask->t.dtype));
+        a.mask_kind = ma.mask_kind;
     }
     a.past = P;
-    a.causal = (int)rt_attr_int(n, "is_causal", 0);
-    a.window_left = n->opset >= 25 ? rt_attr_int(n, "left_window_size", -1) : -1;
-    float sc;
-    a.scale = graft_node_attr_float(n->src, "scale", &sc) ? sc : 1.0f / sqrtf((float)hd);
+    a.causal = causal;
+    a.window_left = wleft;
+    a.scale = scale;
     a.softcap = rt_attr_float(n, "softcap", 0.0f);
     return gops_attention(&a, STRM(x), err);
 }
@@ -735,15 +1102,20 @@ static graft_status run_gqa(cx_exec *x, cx_node *cn, graft_error *err)
         TRY(cx_to_dev(x, k, err));
         TRY(cx_to_dev(x, v, err));
     }
-    TRY(cx_to_dev(x, pk, err));
-    TRY(cx_to_dev(x, pv, err));
+    TRY(cx_to_dev_pitched(x, pk, err));
+    TRY(cx_to_dev_pitched(x, pv, err));
     int64_t yd[3] = {B, S, Hq * hd}, kd[4] = {B, Hkv, Lp, hd};
     cx_val *y = cx_out(x, cn, 0, dt, 3, yd, err);
     OUT_OR_FAIL(y);
-    cx_val *ok = cx_out(x, cn, 1, dt, 4, kd, err);
-    OUT_OR_FAIL(ok);
-    cx_val *ov = cx_out(x, cn, 2, dt, 4, kd, err);
-    OUT_OR_FAIL(ov);
+    const cx_kvbind *ck = NULL, *cv = NULL;
+    int in_place = Skv == S && cache_pair(x, cn, 3, 4, &ck, &cv);
+    cx_val *ok = NULL, *ov = NULL;
+    if (!in_place) {
+        ok = cx_out(x, cn, 1, dt, 4, kd, err);
+        OUT_OR_FAIL(ok);
+        ov = cx_out(x, cn, 2, dt, 4, kd, err);
+        OUT_OR_FAIL(ov);
+    }
     int64_t qrow = packed ? (Hq + 2 * Hkv) * hd : Hq * hd, krow = packed ? qrow : Hkv * hd;
     const char *kin = packed ? (const char *)q->d + (size_t)(Hq * hd) * es : (const char *)(k ? k->d : NULL);
     const char *vin = packed ? (const char *)q->d + (size_t)((Hq + Hkv) * hd) * es : (const char *)(v ? v->d : NULL);
@@ -794,6 +1166,23 @@ static graft_status run_gqa(cx_exec *x, cx_node *cn, graft_error *err)
             kin = kr;
         }
     }
+    int64_t win = rt_attr_int(n, "local_window_size", -1);
+    float scv;
+    float scale = graft_node_attr_float(n->src, "scale", &scv) && scv != 0.0f ? scv : 1.0f / sqrtf((float)hd);
+    if (in_place) { /* KV in place: append, attend over the cache */
+        cache_attn c = {0};
+        c.dt = dt, c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.Sq = S, c.hd = hd, c.past = past;
+        c.q = qsrc, c.qb = S * qrow, c.qs = qrow, c.qh = hd;
+        c.y = y->d, c.yb = S * Hq * hd, c.ys = Hq * hd, c.yh = hd;
+        c.k = kin, c.v = vin, c.kb = S * krow, c.ks = krow, c.kh = hd;
+        c.ck = ck, c.cv = cv, c.causal = 1, c.window_left = win >= 0 ? win - 1 : -1;
+        c.scale = scale, c.softcap = rt_attr_float(n, "softcap", 0.0f);
+        TRY(attend_cache(x, cn, &c, err));
+        int64_t td[4] = {B, Hkv, past + S, hd};
+        OUT_OR_FAIL(cx_out_cache(x, cn, 1, dt, td, ck, err));
+        OUT_OR_FAIL(cx_out_cache(x, cn, 2, dt, td, cv, err));
+        return GRAFT_OK;
+    }
     /* present = past rows kept, then the new rows */
     int64_t keep = past + (Skv ? 0 : S) < Pbuf ? past + (Skv ? 0 : S) : Pbuf;
     for (int w = 0; w < 2; w++) {
@@ -803,9 +1192,9 @@ static graft_status run_gqa(cx_exec *x, cx_node *cn, graft_error *err)
         sh.rank = 4;
         int64_t dstr[4] = {Hkv * Lp * hd, Lp * hd, hd, 1};
         if (keep && pst->d != dst->d) {
-            int64_t pd[4] = {B, Hkv, keep, hd}, pst_st[4] = {Hkv * Pbuf * hd, Pbuf * hd, hd, 1};
+            int64_t pd[4] = {B, Hkv, keep, hd};
             memcpy(sh.dims, pd, sizeof pd);
-            memcpy(sh.st[0], pst_st, sizeof pst_st);
+            cx_strides4(pst, sh.st[0]);
             memcpy(sh.st[1], dstr, sizeof dstr);
             TRY(gops_copy(es, &sh, pst->d, dst->d, STRM(x), err));
         }
@@ -824,10 +1213,8 @@ static graft_status run_gqa(cx_exec *x, cx_node *cn, graft_error *err)
     a.ks[0] = a.vs[0] = Hkv * Lp * hd, a.ks[1] = a.vs[1] = Lp * hd, a.ks[2] = a.vs[2] = hd;
     a.y = y->d, a.ys[0] = S * Hq * hd, a.ys[1] = hd, a.ys[2] = Hq * hd;
     a.past = past, a.causal = 1;
-    int64_t win = rt_attr_int(n, "local_window_size", -1);
     a.window_left = win >= 0 ? win - 1 : -1;
-    float scv;
-    a.scale = graft_node_attr_float(n->src, "scale", &scv) && scv != 0.0f ? scv : 1.0f / sqrtf((float)hd);
+    a.scale = scale;
     a.softcap = rt_attr_float(n, "softcap", 0.0f);
     return gops_attention(&a, STRM(x), err);
 }
@@ -908,6 +1295,7 @@ const cx_op cx_ops[] = {
     {"", "Transpose", acc_float_data, run_transpose},
     {"", "Slice", acc_slice, run_slice},
     {"", "Concat", acc_concat, run_concat},
+    {"", "Split", acc_split, run_split},
     {"", "Expand", acc_float_data, run_expand},
     {"", "ReduceMean", acc_float_data, run_reduce},
     {"", "ReduceSum", acc_float_data, run_reduce},
