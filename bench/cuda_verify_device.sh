@@ -6,10 +6,11 @@
 #   device: run tool, carry [".devcarry-rt"], command:
 #           bash bench/cuda_verify_device.sh run
 #
-# `run` verifies every composed fixture with --device cuda, re-runs a
-# failing one under GRAFT_CUDA_CHECK=1 (names the first device node that
-# differs from its CPU kernel), benches two fixtures on cuda and cpu, and
-# prints a summary table last. Logs go to $OUT.
+# `run` verifies every composed fixture with --device cuda, with CUDA
+# graphs and without, re-runs a failing one under GRAFT_CUDA_CHECK=1 (names
+# the first device node that differs from its CPU kernel) and without the
+# in-place KV / fast attention paths, benches three fixtures on cuda (graphs
+# on and off) and cpu, and prints a summary table last. Logs go to $OUT.
 set -u
 D=.devcarry-rt
 FIX="gemma4-mobius gemma4-mobius-cuda-f16 llama-builder-fp32 llama-builder-int4 llama-mobius mixed-heads qwen3-builder-fp32 qwen3-builder-int4 qwen3-mobius"
@@ -30,22 +31,35 @@ run)
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     ldd $G | grep -i "not found"
     SUM=""
+    # each fixture with CUDA graphs (default) and without (--no-cuda-graph);
+    # a failure is re-run with GRAFT_CUDA_CHECK=1 (first device node that
+    # differs from its CPU kernel) and with the KV ping-pong / general
+    # attention kernels to tell the in-place path from the rest
     for f in ${FIXTURES:-$FIX}; do
         gold=tests/fixtures/$f/golden.ort.json
-        timeout 120 $G verify $D/x/$f --golden $gold --device cuda > "$OUT/$f.log" 2>&1
-        rc=$?
-        head -1 "$OUT/$f.log"
-        line=$(tail -1 "$OUT/$f.log")
-        SUM="$SUM\n$f rc=$rc: ${line##*: device}"
-        if [ $rc != 0 ]; then
-            echo "--- $f failed (rc $rc); with GRAFT_CUDA_CHECK=1:"
-            tail -3 "$OUT/$f.log"
-            GRAFT_CUDA_CHECK=1 timeout 120 $G verify $D/x/$f --golden $gold --device cuda -q 2>&1 | tail -2
-        fi
+        for mode in graph nograph; do
+            flag=""; [ $mode = nograph ] && flag=--no-cuda-graph
+            timeout 120 $G verify $D/x/$f --golden $gold --device cuda $flag > "$OUT/$f.$mode.log" 2>&1
+            rc=$?
+            [ $mode = graph ] && head -1 "$OUT/$f.$mode.log"
+            line=$(tail -1 "$OUT/$f.$mode.log")
+            dev=$(grep "^device: " "$OUT/$f.$mode.log" | sed 's/.*140 GiB; //')
+            SUM="$SUM\n$f $mode rc=$rc: ${line##*: device} [$dev]"
+            if [ $rc != 0 ]; then
+                echo "--- $f $mode failed (rc $rc):"
+                tail -3 "$OUT/$f.$mode.log"
+                echo "    GRAFT_CUDA_CHECK=1:"
+                GRAFT_CUDA_CHECK=1 timeout 120 $G verify $D/x/$f --golden $gold --device cuda -q $flag 2>&1 | tail -2
+                echo "    GRAFT_KV_PINGPONG=1:"
+                GRAFT_KV_PINGPONG=1 timeout 120 $G verify $D/x/$f --golden $gold --device cuda -q --no-cuda-graph 2>&1 | tail -1
+                echo "    GRAFT_CUDA_GENERAL_ATTN=1:"
+                GRAFT_CUDA_GENERAL_ATTN=1 timeout 120 $G verify $D/x/$f --golden $gold --device cuda -q --no-cuda-graph 2>&1 | tail -1
+            fi
+        done
     done
     echo "=== bench (tiny fixtures: launch-bound, not a bandwidth figure)"
-    for f in gemma4-mobius llama-builder-int4; do
-        for dv in cuda cpu; do
+    for f in ${BENCH_FIXTURES:-gemma4-mobius llama-builder-int4 qwen3-builder-fp32}; do
+        for dv in "cuda" "cuda --no-cuda-graph" "cpu"; do
             timeout 60 $G bench $D/x/$f --device $dv --prompt-tokens 64 --new-tokens 32 --repeat 2 2>&1 | tail -3
         done
     done

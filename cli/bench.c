@@ -18,6 +18,8 @@ static const char usage[] =
     "  --max-context N        plan the KV cache for N tokens (default: prompt + new)\n"
     "  --device cpu|cuda|auto where to run (default auto: CUDA when this build has\n"
     "                         it and a GPU is visible, else the CPU)\n"
+    "  --no-cuda-graph        CUDA: launch each decode step's kernels one by one\n"
+    "                         (default: the step runs as a captured CUDA graph)\n"
     "  --json                 one JSON object\n";
 
 /* Peak RSS of this process image: VmHWM (ru_maxrss would include the
@@ -54,6 +56,7 @@ int graft_cli_bench(int argc, char **argv)
         else if (!strcmp(a, "--repeat") && more) repeat = atoi(argv[++i]);
         else if (!strcmp(a, "--max-context") && more) o.max_context = atoi(argv[++i]);
         else if (!strcmp(a, "--device") && more) device = argv[++i];
+        else if (!strcmp(a, "--no-cuda-graph")) o.no_cuda_graph = 1;
         else if (!strcmp(a, "--json")) json = 1;
         else if (a[0] == '-' && a[1]) return graft_cli_usage_error("bench", "unknown option '%s'", a);
         else if (!path) path = a;

@@ -24,6 +24,8 @@ static const char usage[] =
     "  --seed S               sampling seed (default 1)\n"
     "  --device cpu|cuda|auto where to run (default auto: CUDA when this build has\n"
     "                         it and a GPU is visible, else the CPU)\n"
+    "  --no-cuda-graph        CUDA: launch each decode step's kernels one by one\n"
+    "                         (default: the step runs as a captured CUDA graph)\n"
     "  --json                 print one JSON object {prompt_ids, generated_ids, timings}\n";
 
 static int parse_ids(const char *s, int64_t **out, size_t *n)
@@ -88,6 +90,7 @@ int graft_cli_generate(int argc, char **argv)
         else if (!strcmp(a, "--top-p") && more) o.top_p = strtof(argv[++i], NULL);
         else if (!strcmp(a, "--seed") && more) o.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--device") && more) device = argv[++i];
+        else if (!strcmp(a, "--no-cuda-graph")) o.no_cuda_graph = 1;
         else if (!strcmp(a, "--json")) json = 1;
         else if (a[0] == '-' && a[1]) return graft_cli_usage_error("generate", "unknown option '%s'", a);
         else if (!path) path = a;

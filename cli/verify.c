@@ -27,6 +27,8 @@ static const char usage[] =
     "  --max-context N        plan the KV cache for N tokens\n"
     "  --device cpu|cuda|auto where to run (default auto: CUDA when this build has\n"
     "                         it and a GPU is visible, else the CPU)\n"
+    "  --no-cuda-graph        CUDA: launch each decode step's kernels one by one\n"
+    "                         (default: the step runs as a captured CUDA graph)\n"
     "  -q, --quiet            print only the summary\n";
 
 typedef struct verdict {
@@ -78,6 +80,7 @@ int graft_cli_verify(int argc, char **argv)
         else if (!strcmp(a, "--logits-tol") && more) tol = strtod(argv[++i], NULL);
         else if (!strcmp(a, "--max-context") && more) o.max_context = atoi(argv[++i]);
         else if (!strcmp(a, "--device") && more) device = argv[++i];
+        else if (!strcmp(a, "--no-cuda-graph")) o.no_cuda_graph = 1;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = 1;
         else if (a[0] == '-' && a[1]) return graft_cli_usage_error("verify", "unknown option '%s'", a);
         else if (!path) path = a;
@@ -180,6 +183,8 @@ int graft_cli_verify(int argc, char **argv)
         if (!quiet) printf("  compared steps 0..%zu\n", (last < steps ? last : steps) - (last < steps ? 0 : 1));
     }
     if (max_diff > tol) failed = 1;
+    if (!quiet && strcmp(graft_generator_device(gen), "cpu") != 0) /* with the CUDA graph counts */
+        printf("device: %s\n", graft_generator_device_info(gen, NULL, NULL));
     printf("graft verify: %s: device %s: %zu prompts, %zu steps compared, %zu not compared (margin <= %g); "
            "max %s logit difference %.3g (tolerance %g): %s\n",
            golden, graft_generator_device(gen), np, compared_all, skipped_all, margin, rel ? "relative" : "absolute", max_diff, tol,

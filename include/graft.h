@@ -398,6 +398,8 @@ typedef struct graft_gen_opts {
     uint64_t seed;
     int device;        /* graft_device; 0: AUTO. CUDA where it cannot run is
                           GRAFT_EUNSUPPORTED at open */
+    int no_cuda_graph; /* 1: CUDA decode steps launch their kernels one by
+                          one instead of as a captured CUDA graph */
 } graft_gen_opts;
 
 typedef struct graft_gen_timings {

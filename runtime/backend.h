@@ -56,6 +56,10 @@ typedef struct rt_backend_vt {
      * past NULL: drops every binding. */
     graft_status (*bind_kv)(rt_backend *b, const char *past, const char *present, void *buf, int64_t max_seq,
                             graft_error *err);
+    /* Optional: what the next runs are: 0 a prefill (or the planning
+     * step), 1 a decode step that may run as a CUDA graph, 2 a decode step
+     * without graphs (--no-cuda-graph). */
+    void (*set_graphs)(rt_backend *b, int mode);
 } rt_backend_vt;
 
 extern const rt_backend_vt rt_backend_cpu;

@@ -34,6 +34,7 @@ struct graft_generator {
     int ids_dtype, mask_dtype, pos_dtype;
     int have_pos;
     int kv_in_place; /* the backend keeps present in the past buffers (bind_kv) */
+    int planning;    /* the planning step is running */
     kv_pair *kv;
     size_t n_kv;
     int64_t *eos;
@@ -238,6 +239,8 @@ static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, g
             if ((rc = g->be->set_input(g->b, p->past[k], &a, p->buf[k] != NULL, err)) != GRAFT_OK) return rc;
         }
     }
+    /* a decode step (one token on a cache) may run as a CUDA graph */
+    if (g->be->set_graphs) g->be->set_graphs(g->b, n == 1 && !g->planning ? (g->o.no_cuda_graph ? 2 : 1) : 0);
     if ((rc = g->be->run(g->b, err)) != GRAFT_OK) return rc;
     /* present -> next past: in place (bind_kv), else swap buffers, no copies */
     for (size_t l = 0; l < g->n_kv; l++) {
@@ -330,7 +333,9 @@ static graft_status plan(graft_generator *g, graft_error *err)
     }
     g->len = (size_t)g->max_ctx - 1;
     int64_t tok = 0;
+    g->planning = 1;
     graft_status rc = run_step(g, &tok, 1, err);
+    g->planning = 0;
     for (size_t l = 0; l < g->n_kv; l++) g->kv[l].len = 0;
     g->len = 0;
     return rc;

@@ -5,8 +5,14 @@
 #include "kernels/cuda/gcuda_common.cuh"
 #include "kernels/cuda/gcuda_ops.h"
 
+/* A workspace of our own (set again after each cublasSetStream, which
+ * resets it): cuBLAS then allocates nothing while a CUDA graph is being
+ * captured. */
+#define GOPS_BLAS_WS (32u << 20)
+
 struct gops_blas {
     cublasHandle_t h;
+    void *ws;
 };
 
 static graft_status blas_fail(graft_error *err, cublasStatus_t st, const char *what)
@@ -27,6 +33,12 @@ extern "C" graft_status gops_blas_create(gops_blas **out, graft_error *err)
     }
     /* fp32 stays fp32: no TF32 tensor-op shortcut */
     cublasSetMathMode(b->h, CUBLAS_PEDANTIC_MATH);
+    if (cudaMalloc(&b->ws, GOPS_BLAS_WS) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cublasDestroy(b->h);
+        free(b);
+        return gcuda_errf(err, GRAFT_ENOMEM, "gops_blas_create: %u bytes of workspace", GOPS_BLAS_WS);
+    }
     *out = b;
     return GRAFT_OK;
 }
@@ -35,6 +47,7 @@ extern "C" void gops_blas_free(gops_blas *b)
 {
     if (!b) return;
     cublasDestroy(b->h);
+    cudaFree(b->ws);
     free(b);
 }
 
@@ -61,6 +74,8 @@ extern "C" graft_status gops_gemm(gops_blas *h, int dtype, int64_t M, int64_t N,
     }
     cublasStatus_t st = cublasSetStream(h->h, s);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(err, st, "cublasSetStream");
+    st = cublasSetWorkspace(h->h, h->ws, GOPS_BLAS_WS);
+    if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(err, st, "cublasSetWorkspace");
     float one = 1.0f, zero = 0.0f;
     /* row-major C = A B is column-major C^T = B^T A^T */
     st = cublasGemmStridedBatchedEx(h->h, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B, t, (int)N, sb, A,

@@ -27,6 +27,8 @@ typedef struct cx_val {
      * device rows sit `pitch` rows apart per head (the cache's max_seq);
      * 0: contiguous. The host copy is always contiguous. */
     int64_t pitch;
+    void *pin;       /* pinned staging of per-step uploads (grown, kept) */
+    size_t pcap;
     /* an attention mask's shape, analysed on the host once per run and
      * node kind (runtime/cuda/ops.c) */
     uint64_t an_run[2];
@@ -102,6 +104,23 @@ struct cx_exec {
     size_t n_fast_attn; /* attention nodes on the in-place fast kernels (last run) */
     int64_t *iota;      /* device 0, 1, ... (rotary positions when the graph gives none) */
     int64_t iota_n;
+    /* CUDA graphs: a step whose graph inputs have the shapes of the last
+     * one (the KV length aside) and whose last run needed no copy back to
+     * the host is captured and launched as one graph; the captured graph
+     * updates the one instantiated executable (cudaGraphExecUpdate) and is
+     * instantiated anew only when its topology changed. */
+    bool graphs;        /* a decode step asked for graphs */
+    bool graphs_off;    /* a decode step asked for none (--no-cuda-graph) */
+    bool capturing;
+    int cap_abort;      /* set during a capture: 1 needs a copy back (no graphs), 2 transient */
+    cudaGraphExec_t gexec;
+    size_t run_syncs;   /* D2H synchronisations in this run */
+    size_t last_syncs;  /* ... in the last eager run */
+    bool graph_step;    /* this run is a decode step that may be a graph (set_graphs) */
+    bool graph_prev;    /* ... and the last run was one */
+    size_t n_graph, n_update, n_inst, n_eager, n_abort;
+    const char *no_graph; /* why graphs stopped, or NULL */
+    char desc2[512];
 };
 
 #define CX_MAX_B 64

@@ -53,9 +53,13 @@ static cx_val *root(const cx_val *v)
     return (cx_val *)v;
 }
 
-static graft_status dev_reserve(cx_val *v, size_t bytes, graft_error *err)
+static graft_status dev_reserve(cx_exec *x, cx_val *v, size_t bytes, graft_error *err)
 {
     if (v->dcap >= bytes && v->d) return GRAFT_OK;
+    if (x->capturing) { /* no allocation inside a capture: this step runs eagerly */
+        x->cap_abort = x->cap_abort ? x->cap_abort : 2;
+        return xerr(err, GRAFT_EUNSUPPORTED, "CUDA graph capture: a buffer grows");
+    }
     if (!v->dcap) v->d = NULL;
     size_t alloc = (bytes + 255) / 256 * 256;
     if (!alloc) alloc = 256;
@@ -69,6 +73,46 @@ static graft_status dev_reserve(cx_val *v, size_t bytes, graft_error *err)
     if (v->dcap) cudaFree(v->d);
     v->d = p;
     v->dcap = alloc;
+    return GRAFT_OK;
+}
+
+/* Host to device through the value's pinned staging (per-step data), so
+ * that the copy can sit in a captured graph and never stages pageable
+ * memory. Weights and constants (sticky: uploaded once) go directly. */
+static graft_status upload(cx_exec *x, cx_val *v, graft_error *err)
+{
+    if (!v->t.nbytes) return GRAFT_OK;
+    if (v->sticky) {
+        if (x->capturing) { /* a first upload inside a capture: this step runs eagerly */
+            x->cap_abort = x->cap_abort ? x->cap_abort : 2;
+            return xerr(err, GRAFT_EUNSUPPORTED, "CUDA graph capture: a weight's first upload");
+        }
+        CX_CUDA(cudaMemcpyAsync(v->d, v->t.data, v->t.nbytes, cudaMemcpyHostToDevice, x->stream), "upload");
+        return GRAFT_OK;
+    }
+    if (v->pcap < v->t.nbytes) {
+        if (x->capturing) {
+            x->cap_abort = x->cap_abort ? x->cap_abort : 2;
+            return xerr(err, GRAFT_EUNSUPPORTED, "CUDA graph capture: staging grows");
+        }
+        size_t alloc = (v->t.nbytes + 255) / 256 * 256;
+        void *p = NULL;
+        cudaError_t e = cudaMallocHost(&p, alloc);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return xerr(err, GRAFT_ENOMEM, "CUDA: %zu bytes of pinned memory: %s", alloc, cudaGetErrorString(e));
+        }
+        if (v->pin) {
+            CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise");
+            cudaFreeHost(v->pin);
+        }
+        v->pin = p;
+        v->pcap = alloc;
+    }
+    /* the last step's copy out of this staging has completed: each step
+     * ends in a synchronising read, and a value is uploaded once a step */
+    memcpy(v->pin, v->t.data, v->t.nbytes);
+    CX_CUDA(cudaMemcpyAsync(v->d, v->pin, v->t.nbytes, cudaMemcpyHostToDevice, x->stream), "upload");
     return GRAFT_OK;
 }
 
@@ -86,9 +130,9 @@ graft_status cx_to_dev_pitched(cx_exec *x, cx_val *v, graft_error *err)
     }
     if (!v->t.present) return xerr(err, GRAFT_EINVAL, "CUDA executor: a value without data was read");
     if (!v->on_host) return xerr(err, GRAFT_EINVAL, "CUDA executor: a value was read before it was computed");
-    graft_status rc = dev_reserve(v, v->t.nbytes, err);
+    graft_status rc = dev_reserve(x, v, v->t.nbytes, err);
     if (rc) return rc;
-    if (v->t.nbytes) CX_CUDA(cudaMemcpyAsync(v->d, v->t.data, v->t.nbytes, cudaMemcpyHostToDevice, x->stream), "upload");
+    if ((rc = upload(x, v, err)) != GRAFT_OK) return rc;
     v->pitch = 0;
     v->on_dev = true;
     return GRAFT_OK;
@@ -159,8 +203,13 @@ graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err)
     graft_status rc = host_reserve(v, v->t.nbytes, err);
     if (rc) return rc;
     if (v->t.nbytes) {
+        if (x->capturing) { /* a host node reads device data: no graphs for this model */
+            x->cap_abort = 1;
+            return xerr(err, GRAFT_EUNSUPPORTED, "CUDA graph capture: a host node reads device data");
+        }
         if ((rc = download(x, v, v->t.data, err)) != GRAFT_OK) return rc;
         CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise for a host node");
+        x->run_syncs++;
     }
     v->on_host = true;
     return GRAFT_OK;
@@ -168,7 +217,6 @@ graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err)
 
 cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_t *dims, graft_error *err)
 {
-    (void)x;
     RT_ASSERT(i < cn->n.n_out);
     cx_val *v = cx_v(cn->n.out[i]);
     if (rank < 0 || rank > RT_MAX_RANK) {
@@ -195,7 +243,7 @@ cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_
         v->d = NULL;
         v->dcap = 0;
     }
-    if (dev_reserve(v, v->t.nbytes, err) != GRAFT_OK) return NULL;
+    if (dev_reserve(x, v, v->t.nbytes, err) != GRAFT_OK) return NULL;
     v->on_dev = true;
     v->on_host = false;
     return v;
@@ -239,6 +287,10 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
         return GRAFT_OK;
     }
     if (!x->dlen) {
+        if (x->capturing) {
+            x->cap_abort = x->cap_abort ? x->cap_abort : 2;
+            return xerr(err, GRAFT_EUNSUPPORTED, "CUDA graph capture: first lengths");
+        }
         CX_CUDA(cudaMalloc((void **)&x->dlen, 2 * CX_MAX_B * sizeof(int32_t)), "lengths");
         CX_CUDA(cudaMallocHost((void **)&x->hlen, 2 * CX_MAX_B * sizeof(int32_t)), "pinned lengths");
     }
@@ -258,6 +310,11 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
 void *cx_workspace(cx_exec *x, cx_node *cn, size_t bytes, graft_error *err)
 {
     if (cn->wcap >= bytes && cn->ws) return cn->ws;
+    if (x->capturing) {
+        x->cap_abort = x->cap_abort ? x->cap_abort : 2;
+        rt_err(&cn->n, err, GRAFT_EUNSUPPORTED, "CUDA graph capture: a workspace grows");
+        return NULL;
+    }
     size_t alloc = (bytes + 255) / 256 * 256;
     if (!alloc) alloc = 256;
     void *p = NULL;
@@ -480,7 +537,7 @@ static void cx_free(rt_backend *b)
         rt_node *n = &x->nodes[i].n;
         if (x->nodes[i].scr) cudaFree(x->nodes[i].scr);
         if (x->nodes[i].ws) cudaFree(x->nodes[i].ws);
-        free(x->nodes[i].hscr);
+        if (x->nodes[i].hscr) cudaFreeHost(x->nodes[i].hscr);
         if (n->k && n->k->fini) n->k->fini(n);
         else free(n->state);
         free(n->in);
@@ -491,6 +548,7 @@ static void cx_free(rt_backend *b)
         cx_val *v = x->vals[i];
         if (v->t.cap) free(v->t.data);
         if (v->dcap) cudaFree(v->d);
+        if (v->pin) cudaFreeHost(v->pin);
         free(v);
     }
     free(x->vals);
@@ -504,6 +562,7 @@ static void cx_free(rt_backend *b)
     free(x->out_names);
     free(x->fb);
     free(x->kv);
+    if (x->gexec) cudaGraphExecDestroy(x->gexec);
     if (x->dlen) cudaFree(x->dlen);
     if (x->iota) cudaFree(x->iota);
     if (x->hlen) cudaFreeHost(x->hlen);
@@ -716,19 +775,17 @@ static void fallback_report(cx_exec *x)
     x->fb = s;
 }
 
-static graft_status cx_run(rt_backend *b, graft_error *err)
+static graft_status run_nodes(cx_exec *x, graft_error *err)
 {
-    cx_exec *x = (cx_exec *)b;
     graft_status rc;
-    for (size_t i = 0; i < x->n_in; i++)
-        if (!x->vals[x->in_idx[i]]->t.present && !x->in_has_default[i])
-            return xerr(err, GRAFT_EINVAL, "input '%s' was not set", x->in_info[i].name);
     for (size_t i = 0; i < x->n_vals; i++) {
         cx_val *v = x->vals[i];
         if (!v->sticky && !v->is_input) v->on_host = v->on_dev = false;
+        if (v->is_input && v->on_host && !v->pitch) v->on_dev = false; /* host inputs: uploaded in this run */
     }
     x->run_no++;
     x->n_fast_attn = 0;
+    x->run_syncs = 0;
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *cn = &x->nodes[i];
         if (cn->const_done) continue;
@@ -791,6 +848,77 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         x->placed = true;
         fallback_report(x);
     }
+    return GRAFT_OK;
+}
+
+static graft_status cx_run(rt_backend *b, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    graft_status rc;
+    for (size_t i = 0; i < x->n_in; i++)
+        if (!x->vals[x->in_idx[i]]->t.present && !x->in_has_default[i])
+            return xerr(err, GRAFT_EINVAL, "input '%s' was not set", x->in_info[i].name);
+    /* capture a decode step (set_graphs) when the last run was one too and
+     * needed no copy back to the host: the decode steps after the first */
+    bool prev = x->graph_prev;
+    x->graph_prev = x->graph_step;
+    if (!x->graph_step || !prev || x->check || !x->placed || x->no_graph || x->last_syncs) {
+        rc = run_nodes(x, err);
+        x->last_syncs = x->run_syncs;
+        if (x->graph_step) x->n_eager++;
+        return rc;
+    }
+    cudaError_t e = cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        x->no_graph = "stream capture refused";
+        return run_nodes(x, err);
+    }
+    x->capturing = true;
+    x->cap_abort = 0;
+    graft_error cerr = {0};
+    rc = run_nodes(x, &cerr);
+    x->capturing = false;
+    cudaGraph_t gr = NULL;
+    e = cudaStreamEndCapture(x->stream, &gr);
+    if (rc != GRAFT_OK || e != cudaSuccess || x->cap_abort) {
+        (void)cudaGetLastError();
+        if (gr) cudaGraphDestroy(gr);
+        x->n_abort++;
+        if (x->cap_abort == 1) x->no_graph = "a host node reads device data";
+        else if (!x->cap_abort && rc == GRAFT_OK) x->no_graph = "stream capture failed";
+        else if (x->n_abort >= 4 && x->n_graph == 0) x->no_graph = "captures keep failing";
+        rc = run_nodes(x, err); /* the step again, eagerly */
+        x->last_syncs = x->run_syncs;
+        x->n_eager++;
+        return rc;
+    }
+    if (x->gexec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(x->gexec, gr, &info) == cudaSuccess) {
+            x->n_update++;
+        } else {
+            (void)cudaGetLastError();
+            cudaGraphExecDestroy(x->gexec);
+            x->gexec = NULL;
+        }
+    }
+    if (!x->gexec) {
+        e = cudaGraphInstantiate(&x->gexec, gr, 0);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            x->gexec = NULL;
+            cudaGraphDestroy(gr);
+            x->no_graph = "graph instantiation failed";
+            rc = run_nodes(x, err);
+            x->n_eager++;
+            return rc;
+        }
+        x->n_inst++;
+    }
+    cudaGraphDestroy(gr);
+    CX_CUDA(cudaGraphLaunch(x->gexec, x->stream), "graph launch");
+    x->n_graph++;
     return GRAFT_OK;
 }
 
@@ -925,7 +1053,7 @@ static graft_status cx_reserve(rt_backend *b, const char *name, size_t bytes, gr
     cx_val *v = output_val(x, name);
     if (!v) return xerr(err, GRAFT_EINVAL, "no output '%s'", name);
     if (v->base) return GRAFT_OK;
-    return dev_reserve(v, bytes, err);
+    return dev_reserve(x, v, bytes, err);
 }
 
 static graft_status cx_copy(rt_backend *b, void *dst, const void *src, size_t bytes, graft_error *err)
@@ -968,7 +1096,26 @@ static graft_status cx_bind_kv(rt_backend *b, const char *past, const char *pres
     return GRAFT_OK;
 }
 
-static const char *cx_describe(rt_backend *b) { return ((cx_exec *)b)->desc; }
+static const char *cx_describe(rt_backend *b)
+{
+    cx_exec *x = (cx_exec *)b;
+    if (!x->graphs) {
+        snprintf(x->desc2, sizeof x->desc2, "%s; CUDA graphs %s", x->desc, x->graphs_off ? "off" : "unused so far");
+        return x->desc2;
+    }
+    snprintf(x->desc2, sizeof x->desc2, "%s; CUDA graphs: %zu steps as graphs (%zu instantiations, %zu updates), "
+             "%zu eager, %zu captures abandoned%s%s", x->desc, x->n_graph, x->n_inst, x->n_update, x->n_eager,
+             x->n_abort, x->no_graph ? "; off: " : "", x->no_graph ? x->no_graph : "");
+    return x->desc2;
+}
+
+static void cx_set_graphs(rt_backend *b, int mode)
+{
+    cx_exec *x = (cx_exec *)b;
+    x->graph_step = mode == 1;
+    if (mode == 1) x->graphs = true;
+    if (mode == 2) x->graphs_off = true;
+}
 
 static const char *cx_fallbacks(rt_backend *b, size_t *count)
 {
@@ -980,5 +1127,5 @@ static const char *cx_fallbacks(rt_backend *b, size_t *count)
 const rt_backend_vt rt_backend_cuda = {
     "cuda",  cx_available, cx_open, cx_free,    cx_alloc, cx_mfree,    cx_zero,     cx_set_input,
     cx_run,  cx_output,    cx_swap, cx_reserve, cx_copy,  cx_read,     cx_describe, cx_fallbacks,
-    cx_bind_kv,
+    cx_bind_kv, cx_set_graphs,
 };

@@ -631,6 +631,11 @@ static int acc_rotary(cx_exec *x, cx_node *cn)
 static const int64_t *iota(cx_exec *x, int64_t n, graft_error *err)
 {
     if (x->iota_n >= n) return x->iota;
+    if (x->capturing) {
+        x->cap_abort = x->cap_abort ? x->cap_abort : 2;
+        rt_seterr(err, GRAFT_EUNSUPPORTED, "CUDA graph capture: positions grow");
+        return NULL;
+    }
     int64_t cap = n < 256 ? 256 : n;
     int64_t *h = malloc((size_t)cap * sizeof *h);
     if (!h) {
@@ -740,7 +745,8 @@ static float mask_at(const cache_attn *c, const void *m, int64_t off)
 /* Nonzero when the keys each query row sees under the mask (its host
  * copy), the node's causal flag and its window are exactly those of a
  * causal window: row i, at p = past + i, sees [max(0, p - w), p]; *win is
- * w (-1: no window). Additive values must be 0 (seen) or <= -1e30 (hidden). */
+ * w (-1: no window). Additive values must be 0 (seen) or <= -6e4 (hidden:
+ * -inf, the fp32 or fp16 minimum, whose weight e^(s - 6e4) is 0 in fp32). */
 static int mask_as_window(const cache_attn *c, int64_t T, int64_t *win)
 {
     const gops_attn_args *m = c->mask;
@@ -757,8 +763,8 @@ static int mask_as_window(const cache_attn *c, int64_t T, int64_t *win)
                     if (!vis) continue;
                     if (j >= m->mlast) continue;
                     float f = mask_at(c, md, b * m->ms[0] + h * m->ms[1] + i * m->ms[2] + j * m->ms[3]);
-                    if (f != 0.0f) {
-                        if (f <= -1e30f) continue;
+                    if (f != 0.0f) { /* hidden: -inf, the float or fp16 minimum (e^(s - 6e4) is 0) */
+                        if (f <= -6.0e4f) continue;
                         return 0;
                     }
                     if (lo < 0) lo = j;
@@ -969,7 +975,8 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
     int causal = (int)rt_attr_int(n, "is_causal", 0);
     int64_t wleft = n->opset >= 25 ? rt_attr_int(n, "left_window_size", -1) : -1;
     const cx_kvbind *ck, *cv;
-    if (pk && Skv > 0 && hd == vd && cache_pair(x, cn, 4, 5, &ck, &cv)) { /* KV in place */
+    if (pk && Skv > 0 && Skv == Sq && hd == vd && !memcmp(kst, vst, sizeof kst) &&
+        cache_pair(x, cn, 4, 5, &ck, &cv)) { /* KV in place */
         cache_attn c = {0};
         c.dt = dt, c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.Sq = Sq, c.hd = hd, c.past = P;
         c.q = q->d, c.y = y->d, c.k = k->d, c.v = v->d;
@@ -981,8 +988,6 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
             c.yb = Hq * Sq * vd, c.ys = vd, c.yh = Sq * vd;
         }
         c.kb = kst[0], c.kh = kst[1], c.ks = kst[2];
-        if (vst[0] != kst[0] || vst[1] != kst[1] || vst[2] != kst[2]) return UNSUP(cn, "K and V laid out differently");
-        if (Skv != Sq) return UNSUP(cn, "%lld new keys for %lld queries", (long long)Skv, (long long)Sq);
         c.ck = ck, c.cv = cv, c.causal = causal, c.window_left = wleft, c.scale = scale;
         c.softcap = rt_attr_float(n, "softcap", 0.0f);
         if (ma.mask_kind) c.mask = &ma, c.mval = mask;
@@ -1136,10 +1141,22 @@ static graft_status run_gqa(cx_exec *x, cx_node *cn, graft_error *err)
             TRY(cx_to_dev(x, pos, err));
             pp = pos->d;
         } else {
-            if (cn->hcap < (size_t)(B * S)) {
-                free(cn->hscr);
+            if (cn->hcap < (size_t)(B * S)) { /* pinned: the copy may sit in a CUDA graph */
+                if (x->capturing) {
+                    x->cap_abort = x->cap_abort ? x->cap_abort : 2;
+                    return UNSUP(cn, "CUDA graph capture: positions grow");
+                }
+                if (cn->hscr) {
+                    cudaStreamSynchronize(x->stream);
+                    cudaFreeHost(cn->hscr);
+                }
+                cn->hscr = NULL;
                 cn->hcap = 0;
-                if (!(cn->hscr = malloc(pbytes + 8))) return rt_err(n, err, GRAFT_ENOMEM, "out of memory");
+                if (cudaMallocHost((void **)&cn->hscr, pbytes + 8) != cudaSuccess) {
+                    (void)cudaGetLastError();
+                    cn->hscr = NULL;
+                    return rt_err(n, err, GRAFT_ENOMEM, "out of pinned memory");
+                }
                 cn->hcap = (size_t)(B * S);
             }
             for (int64_t b = 0; b < B; b++)
