@@ -57,6 +57,11 @@ run)
             fi
         done
     done
+    echo "=== gemma4-mobius drift: first device node over 1e-5 / 1e-6 relative (GRAFT_CUDA_CHECK_TOL)"
+    for tol in 1e-5 1e-6; do
+        GRAFT_CUDA_CHECK=1 GRAFT_CUDA_CHECK_TOL=$tol timeout 60 $G verify $D/x/gemma4-mobius \
+            --golden tests/fixtures/gemma4-mobius/golden.ort.json --device cuda -q 2>&1 | tail -1
+    done
     echo "=== bench (tiny fixtures: launch-bound, not a bandwidth figure)"
     for f in ${BENCH_FIXTURES:-gemma4-mobius llama-builder-int4 qwen3-builder-fp32}; do
         for dv in "cuda" "cuda --no-cuda-graph" "cpu"; do
