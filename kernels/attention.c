@@ -513,7 +513,24 @@ static int onnx_att_range(const att_core *c, int64_t b, int64_t h, int64_t i, in
     if (x->mask) {
         if (hi > x->mlast) hi = x->mlast;
         int64_t base = b * x->ms[0] + h * x->ms[1] + i * x->ms[2], st = x->ms[3];
-        if (x->mask_bool) {
+        if (x->mask_bool && st == 1 && hi > lo) {
+            /* contiguous bytes: the first run of true keys, then nothing
+             * true after it (word at a time) */
+            const uint8_t *m = (const uint8_t *)x->mask + base;
+            while (lo < hi && !m[lo]) lo++;
+            const uint8_t *z = lo < hi ? memchr(m + lo, 0, (size_t)(hi - lo)) : NULL;
+            if (z) {
+                int64_t e = z - m, j = e;
+                for (; j + 8 <= hi; j += 8) {
+                    uint64_t w;
+                    memcpy(&w, m + j, 8);
+                    if (w) return 0;
+                }
+                for (; j < hi; j++)
+                    if (m[j]) return 0;
+                hi = e;
+            }
+        } else if (x->mask_bool) {
             const uint8_t *m = (const uint8_t *)x->mask + base;
             while (lo < hi && !m[lo * st]) lo++;
             while (hi > lo && !m[(hi - 1) * st]) hi--;
