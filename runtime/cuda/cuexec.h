@@ -68,6 +68,8 @@ struct cx_node {
     void *ws;          /* zero-initialised workspace (GEMV split-K counters) */
     size_t wcap;
     int dsplits;       /* gcuda_attn_decode's planned splits (0: not planned) */
+    int shared;        /* Attention reading another layer's cache: 0 unknown, 1 yes, 2 no */
+    int shared_k, shared_v; /* ... the bindings (cx_exec.kv) */
     int64_t *hscr;     /* host scratch (positions to upload) */
     size_t hcap;
 };

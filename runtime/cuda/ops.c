@@ -802,11 +802,13 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
                       (long long)max);
     TRY(cx_lens(x, c->B, c->past, T, err));
     const int32_t *dpast = x->dlen, *dtot = x->dlen + CX_MAX_B;
-    gcuda_kv_append_args ka = {0};
-    ka.dtype = c->dt, ka.batch = c->B, ka.seq = c->Sq, ka.kv_heads = c->Hkv, ka.head_dim = c->hd, ka.max_seq = max;
-    ka.k = c->k, ka.v = c->v, ka.stride_b = c->kb, ka.stride_s = c->ks, ka.stride_h = c->kh;
-    ka.k_cache = c->ck->buf, ka.v_cache = c->cv->buf, ka.past_lens = dpast;
-    TRY(gcuda_kv_append(&ka, STRM(x), err));
+    if (c->k) { /* NULL: a layer that reads another layer's cache, already written */
+        gcuda_kv_append_args ka = {0};
+        ka.dtype = c->dt, ka.batch = c->B, ka.seq = c->Sq, ka.kv_heads = c->Hkv, ka.head_dim = c->hd;
+        ka.max_seq = max, ka.k = c->k, ka.v = c->v, ka.stride_b = c->kb, ka.stride_s = c->ks, ka.stride_h = c->kh;
+        ka.k_cache = c->ck->buf, ka.v_cache = c->cv->buf, ka.past_lens = dpast;
+        TRY(gcuda_kv_append(&ka, STRM(x), err));
+    }
     int64_t win = c->window_left;
     const char *gen = getenv("GRAFT_CUDA_GENERAL_ATTN");
     int fast = c->hd % 8 == 0 && c->hd <= 512 && c->Hq % c->Hkv == 0 && !(gen && *gen && strcmp(gen, "0"));
@@ -881,6 +883,27 @@ static int cache_pair(cx_exec *x, cx_node *cn, int ik, int iv, const cx_kvbind *
     *ck = cx_kv_of_past(x, pk);
     *cv = cx_kv_of_past(x, pv);
     return *ck && *cv && x->vals[(*ck)->present] == cx_v(cn->n.out[1]) && x->vals[(*cv)->present] == cx_v(cn->n.out[2]);
+}
+
+/* The bound cache a K or V input reads, when it is that cache's present
+ * transposed to [B, S, H, D] (perm 0, 2, 1, 3) and viewed (Reshape...):
+ * the shared-KV layers of Gemma 3n/4 exports. -1: none. */
+static int shared_cache(cx_exec *x, const cx_val *kv)
+{
+    const cx_val *r = kv;
+    while (r->base) r = r->base;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        rt_node *n = &x->nodes[i].n;
+        if (n->n_out < 1 || n->out[0] != &r->t) continue;
+        if (*graft_node_domain(n->src) || strcmp(rt_node_op(n), "Transpose") || n->n_in < 1) return -1;
+        size_t np;
+        const int64_t *perm = rt_attr_ints(n, "perm", &np);
+        if (!perm || np != 4 || perm[0] != 0 || perm[1] != 2 || perm[2] != 1 || perm[3] != 3) return -1;
+        for (size_t k = 0; k < x->n_kv; k++)
+            if (&x->vals[x->kv[k].present]->t == n->in[0]) return (int)k;
+        return -1;
+    }
+    return -1;
 }
 
 static int acc_attention(cx_exec *x, cx_node *cn)
@@ -996,6 +1019,34 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
         OUT_OR_FAIL(cx_out_cache(x, cn, 1, dt, kd, ck, err));
         OUT_OR_FAIL(cx_out_cache(x, cn, 2, dt, kd, cv, err));
         return GRAFT_OK;
+    }
+    if (!pk && !want_pk && !want_pv && hd == vd) { /* K/V another layer's cache, transposed: read the cache */
+        if (!cn->shared) {
+            int sk = shared_cache(x, k), sv = shared_cache(x, v);
+            cn->shared = sk >= 0 && sv >= 0 ? 1 : 2;
+            cn->shared_k = sk, cn->shared_v = sv;
+        }
+        const cx_kvbind *sk = cn->shared == 1 && cn->shared_k < (int)x->n_kv ? &x->kv[cn->shared_k] : NULL;
+        const cx_kvbind *sv = cn->shared == 1 && cn->shared_v < (int)x->n_kv ? &x->kv[cn->shared_v] : NULL;
+        cx_val *pks = sk ? x->vals[sk->present] : NULL, *pvs = sv ? x->vals[sv->present] : NULL;
+        if (pks && pvs && pks->d == sk->buf && pks->pitch && pvs->d == sv->buf && pvs->pitch && pks->on_dev &&
+            pvs->on_dev && pks->t.dims[2] == Skv && pvs->t.dims[2] == Skv && pks->t.dims[1] == Hkv &&
+            pks->t.dims[3] == hd && Skv >= Sq) {
+            cache_attn c = {0};
+            c.dt = dt, c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.Sq = Sq, c.hd = hd, c.past = Skv - Sq;
+            c.q = q->d, c.y = y->d;
+            if (r3) {
+                c.qb = Sq * Hq * hd, c.qs = Hq * hd, c.qh = hd;
+                c.yb = Sq * Hq * vd, c.ys = Hq * vd, c.yh = vd;
+            } else {
+                c.qb = Hq * Sq * hd, c.qs = hd, c.qh = Sq * hd;
+                c.yb = Hq * Sq * vd, c.ys = vd, c.yh = Sq * vd;
+            }
+            c.ck = sk, c.cv = sv, c.causal = causal, c.window_left = wleft, c.scale = scale;
+            c.softcap = rt_attr_float(n, "softcap", 0.0f);
+            if (ma.mask_kind) c.mask = &ma, c.mval = mask;
+            return attend_cache(x, cn, &c, err);
+        }
     }
     if (mask) TRY(cx_to_dev(x, mask, err));
     if (want_pk || want_pv) {
