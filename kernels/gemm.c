@@ -1006,6 +1006,12 @@ static int gemm_blocked(int transA, int transB, int64_t M, int64_t N, int64_t K,
         if (ch < MC) ch = MC;
         j.mchunk = ch;
         j.n_mchunks = (M + ch - 1) / ch;
+    } else if (work > 1e5 && th > 1 && j.n_nblocks < th && M >= 4 * MR * th) {
+        /* too few columns to share (a 128 x 32 projection): one row chunk a thread */
+        int64_t ch = (M + th - 1) / th;
+        ch = (ch + MR - 1) / MR * MR;
+        j.mchunk = ch;
+        j.n_mchunks = (M + ch - 1) / ch;
     }
     int64_t tasks = j.n_nblocks * j.n_mchunks;
     if (work <= 1e5) {
