@@ -1164,9 +1164,16 @@ static graft_status run_gqa(cx_exec *x, cx_node *cn, graft_error *err)
     cx_val *y = cx_out(x, cn, 0, dt, 3, yd, err);
     OUT_OR_FAIL(y);
     const cx_kvbind *ck = NULL, *cv = NULL;
-    int in_place = Skv == S && cache_pair(x, cn, 3, 4, &ck, &cv);
+    int in_place = Skv == S && cache_pair(x, cn, 3, 4, &ck, &cv), shared = 0;
+    if (!in_place && Skv == 0) { /* past is another layer's present, its cache: read it there */
+        for (size_t i = 0; i < x->n_kv; i++) {
+            if (x->vals[x->kv[i].present] == pk && pk->d == x->kv[i].buf && pk->pitch) ck = &x->kv[i];
+            if (x->vals[x->kv[i].present] == pv && pv->d == x->kv[i].buf && pv->pitch) cv = &x->kv[i];
+        }
+        shared = ck && cv && ck != cv;
+    }
     cx_val *ok = NULL, *ov = NULL;
-    if (!in_place) {
+    if (!in_place && !shared) {
         ok = cx_out(x, cn, 1, dt, 4, kd, err);
         OUT_OR_FAIL(ok);
         ov = cx_out(x, cn, 2, dt, 4, kd, err);
@@ -1237,12 +1244,12 @@ static graft_status run_gqa(cx_exec *x, cx_node *cn, graft_error *err)
     int64_t win = rt_attr_int(n, "local_window_size", -1);
     float scv;
     float scale = graft_node_attr_float(n->src, "scale", &scv) && scv != 0.0f ? scv : 1.0f / sqrtf((float)hd);
-    if (in_place) { /* KV in place: append, attend over the cache */
+    if (in_place || shared) { /* KV in place: append (unless shared), attend over the cache */
         cache_attn c = {0};
         c.dt = dt, c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.Sq = S, c.hd = hd, c.past = past;
         c.q = qsrc, c.qb = S * qrow, c.qs = qrow, c.qh = hd;
         c.y = y->d, c.yb = S * Hq * hd, c.ys = Hq * hd, c.yh = hd;
-        c.k = kin, c.v = vin, c.kb = S * krow, c.ks = krow, c.kh = hd;
+        if (in_place) c.k = kin, c.v = vin, c.kb = S * krow, c.ks = krow, c.kh = hd;
         c.ck = ck, c.cv = cv, c.causal = 1, c.window_left = win >= 0 ? win - 1 : -1;
         c.scale = scale, c.softcap = rt_attr_float(n, "softcap", 0.0f);
         TRY(attend_cache(x, cn, &c, err));
