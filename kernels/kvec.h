@@ -129,6 +129,42 @@ __attribute__((target("avx2,fma"))) static inline void kv_sigmoid_f32(const floa
     }
 }
 
+/* Gelu, erf form, for n floats (x == y allowed): kmath's gelu_erf_f with
+ * FMAs and kv_exp8f: 0.5 x (z < 0 ? E : 2 - E), E = erfc(|z|) = t e^(-z^2 +
+ * P(t)), t = 1 / (1 + |z|/2), z = x / sqrt(2) (Press et al.'s Chebyshev
+ * fit, relative error below 1.2e-7). NaN stays NaN. */
+__attribute__((target("avx2,fma"))) static inline void kv_gelu_erf_f32(const float *x, float *y, int64_t n)
+{
+    static const float c[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                                -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), one = _mm256_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 8) {
+        float t8[8];
+        __m256 v;
+        if (i + 8 <= n) {
+            v = _mm256_loadu_ps(x + i);
+        } else {
+            for (int k = 0; k < 8; k++) t8[k] = i + k < n ? x[i + k] : 0.0f;
+            v = _mm256_loadu_ps(t8);
+        }
+        __m256 z = _mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752440f)), a = _mm256_and_ps(z, absmask);
+        __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.5f), a, one));
+        __m256 p = _mm256_set1_ps(c[0]);
+        for (int k = 1; k < 10; k++) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(c[k]));
+        __m256 e = _mm256_mul_ps(t, kv_exp8f(_mm256_fnmadd_ps(a, a, p)));
+        __m256 f = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), e), e,
+                                    _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ));
+        __m256 r = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), f);
+        r = _mm256_blendv_ps(r, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        if (i + 8 <= n) {
+            _mm256_storeu_ps(y + i, r);
+        } else {
+            _mm256_storeu_ps(t8, r);
+            for (int k = 0; i + k < n; k++) y[i + k] = t8[k];
+        }
+    }
+}
+
 /* One RMS-normalised row: y = x * inv * s with inv = 1 / sqrt(mean(x^2) +
  * eps), the sum of squares in double over eight lanes (each term as in a
  * scalar double loop; only the order of the double additions differs).

@@ -305,6 +305,10 @@ static int un_f32(const un_state *s, const float *x, float *y, uint64_t cnt)
         kv_sigmoid_f32(x, y, (int64_t)cnt);
         return 1;
     }
+    if (s->op == U_GELU && !s->approx_tanh && k_have_avx2()) {
+        kv_gelu_erf_f32(x, y, (int64_t)cnt);
+        return 1;
+    }
 #endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
     if (k_have_avx2()) return un_f32_avx2(s, x, y, cnt);
