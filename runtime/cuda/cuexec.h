@@ -46,6 +46,18 @@ typedef struct cx_kvbind {
 
 enum { CX_UNDECIDED = 0, CX_HOST, CX_META, CX_VIEW, CX_DEVICE };
 
+/* A value's shape and device placement as a captured step left it. */
+typedef struct cx_meta {
+    int present, dtype, rank;
+    int64_t dims[RT_MAX_RANK];
+    uint64_t numel;
+    size_t nbytes;
+    void *d;
+    int64_t pitch;
+} cx_meta;
+
+#define CX_RP_MAX 8
+
 typedef struct cx_exec cx_exec;
 typedef struct cx_node cx_node;
 
@@ -68,6 +80,24 @@ struct cx_node {
     void *ws;          /* zero-initialised workspace (GEMV split-K counters) */
     size_t wcap;
     int dsplits;       /* gcuda_attn_decode's planned splits (0: not planned) */
+    /* CUDA graph replay record, taken when the step was last captured: a
+     * later step replays the graph without running the node when its
+     * inputs look the same (the KV length aside, for the attention nodes
+     * that read it from device memory) */
+    bool rp_ok, rp_bad;
+    uint32_t rp_exempt;       /* inputs whose shape or content follows the KV length */
+    cx_meta *rp_in, *rp_out;  /* [n_in], [n_out] */
+    cx_val *rp_up[CX_RP_MAX]; /* values it uploaded (their pinned staging is refilled) */
+    size_t rp_upn[CX_RP_MAX];
+    int rp_nup;
+    cx_val *rp_hr[CX_RP_MAX]; /* values it read on the host, and their bytes then */
+    void *rp_hrb[CX_RP_MAX];
+    size_t rp_hrn[CX_RP_MAX];
+    int rp_nhr;
+    int rp_len;               /* lengths: 0 none; 1 past = dims[2] of input rp_lin; 2 that minus rp_S */
+    int rp_lin, rp_dt, rp_causal, rp_mask_in, rp_hscr;
+    int64_t rp_B, rp_Hq, rp_S, rp_wleft, rp_win;
+    int rp_fast;              /* the fast kernels (window rp_win) */
     int shared;        /* Attention reading another layer's cache: 0 unknown, 1 yes, 2 no */
     int shared_k, shared_v; /* ... the bindings (cx_exec.kv) */
     int64_t *hscr;     /* host scratch (positions to upload) */
@@ -118,6 +148,12 @@ struct cx_exec {
     cudaGraphExec_t gexec;
     size_t run_syncs;   /* D2H synchronisations in this run */
     size_t last_syncs;  /* ... in the last eager run */
+    cx_node *cur;       /* the device node running while a capture records */
+    bool replaying;     /* a replay pass: host nodes only, device nodes restored */
+    bool rp_fail;       /* ... that met something it cannot replay */
+    bool no_replay;     /* GRAFT_CUDA_REPLAY=0 */
+    size_t n_replay;    /* steps replayed without capture */
+    bool rp_valid;      /* the last step was captured (or replayed): records and graph agree */
     bool graph_step;    /* this run is a decode step that may be a graph (set_graphs) */
     bool graph_prev;    /* ... and the last run was one */
     size_t n_graph, n_update, n_inst, n_eager, n_abort;
@@ -156,6 +192,11 @@ const cx_kvbind *cx_kv_of_past(cx_exec *x, const cx_val *v);
 /* Uploads the past/total lengths of this run once (pinned, async); the
  * device pointers of the past and total arrays. */
 graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_error *err);
+/* Replays device node cn (runtime/cuda/ops.c): checks its inputs against
+ * its record, refills its staging, restores its outputs; 0 when it cannot. */
+int cx_replay_node(cx_exec *x, cx_node *cn);
+/* Writes the lengths for a replay (the copy is in the graph). */
+int cx_lens_replay(cx_exec *x, int64_t past, int64_t total);
 /* The node's zeroed workspace of at least `bytes`. */
 void *cx_workspace(cx_exec *x, cx_node *cn, size_t bytes, graft_error *err);
 /* The node's device scratch of at least `bytes` (owned by the node). */

@@ -76,6 +76,84 @@ static graft_status dev_reserve(cx_exec *x, cx_val *v, size_t bytes, graft_error
     return GRAFT_OK;
 }
 
+/* ------------------------------------------------------------ replay records */
+
+static void rp_up(cx_exec *x, cx_val *v)
+{
+    cx_node *cn = x->cur;
+    if (!cn) return;
+    if (cn->rp_nup == CX_RP_MAX) {
+        cn->rp_bad = true;
+        return;
+    }
+    cn->rp_upn[cn->rp_nup] = v->t.nbytes;
+    cn->rp_up[cn->rp_nup++] = v;
+}
+
+static void rp_hostread(cx_exec *x, cx_val *v)
+{
+    cx_node *cn = x->cur;
+    if (!cn) return;
+    for (int i = 0; i < cn->rp_nhr; i++)
+        if (cn->rp_hr[i] == v) return;
+    if (cn->rp_nhr == CX_RP_MAX || v->t.nbytes > 4096) {
+        cn->rp_bad = true;
+        return;
+    }
+    void *b = malloc(v->t.nbytes + 1);
+    if (!b) {
+        cn->rp_bad = true;
+        return;
+    }
+    if (v->t.nbytes) memcpy(b, v->t.data, v->t.nbytes);
+    cn->rp_hr[cn->rp_nhr] = v;
+    cn->rp_hrb[cn->rp_nhr] = b;
+    cn->rp_hrn[cn->rp_nhr++] = v->t.nbytes;
+}
+
+static void rp_clear(cx_node *cn)
+{
+    for (int i = 0; i < cn->rp_nhr; i++) free(cn->rp_hrb[i]);
+    cn->rp_nhr = cn->rp_nup = 0;
+    cn->rp_ok = cn->rp_bad = false;
+    cn->rp_exempt = 0;
+    cn->rp_len = cn->rp_hscr = cn->rp_fast = 0;
+    cn->rp_mask_in = -1;
+}
+
+static void rp_meta(const cx_val *v, cx_meta *m)
+{
+    m->present = v->t.present;
+    m->dtype = v->t.dtype;
+    m->rank = v->t.rank;
+    memcpy(m->dims, v->t.dims, sizeof m->dims);
+    m->numel = v->t.numel;
+    m->nbytes = v->t.nbytes;
+    m->d = v->d;
+    m->pitch = v->pitch;
+}
+
+/* Records what a device node saw and made in the step being captured. */
+static void rp_record(cx_node *cn)
+{
+    rt_node *n = &cn->n;
+    if (cn->rp_bad || n->n_in > 32) return;
+    if (!cn->rp_in) cn->rp_in = calloc((size_t)n->n_in + 1, sizeof *cn->rp_in);
+    if (!cn->rp_out) cn->rp_out = calloc((size_t)n->n_out + 1, sizeof *cn->rp_out);
+    if (!cn->rp_in || !cn->rp_out) return;
+    for (int j = 0; j < n->n_in; j++) {
+        memset(&cn->rp_in[j], 0, sizeof cn->rp_in[j]);
+        if (n->in[j]) rp_meta(cx_v(n->in[j]), &cn->rp_in[j]);
+    }
+    for (int j = 0; j < n->n_out; j++) {
+        cx_val *v = cx_v(n->out[j]);
+        if (v->base) return; /* device ops make no views */
+        rp_meta(v, &cn->rp_out[j]);
+        cn->rp_out[j].present = v->t.present && v->on_dev;
+    }
+    cn->rp_ok = true;
+}
+
 /* Host to device through the value's pinned staging (per-step data), so
  * that the copy can sit in a captured graph and never stages pageable
  * memory. Weights and constants (sticky: uploaded once) go directly. */
@@ -112,6 +190,7 @@ static graft_status upload(cx_exec *x, cx_val *v, graft_error *err)
     /* the last step's copy out of this staging has completed: each step
      * ends in a synchronising read, and a value is uploaded once a step */
     memcpy(v->pin, v->t.data, v->t.nbytes);
+    if (x->capturing) rp_up(x, v);
     CX_CUDA(cudaMemcpyAsync(v->d, v->pin, v->t.nbytes, cudaMemcpyHostToDevice, x->stream), "upload");
     return GRAFT_OK;
 }
@@ -185,12 +264,12 @@ static graft_status host_reserve(cx_val *v, size_t bytes, graft_error *err)
     return GRAFT_OK;
 }
 
-graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err)
+static graft_status to_host(cx_exec *x, cx_val *v, graft_error *err)
 {
     if (v->on_host) return GRAFT_OK;
     if (v->base) {
         cx_val *r = root(v);
-        graft_status rc = cx_to_host(x, r, err);
+        graft_status rc = to_host(x, r, err);
         if (rc) return rc;
         if (v->t.cap) free(v->t.data);
         v->t.cap = 0;
@@ -203,6 +282,10 @@ graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err)
     graft_status rc = host_reserve(v, v->t.nbytes, err);
     if (rc) return rc;
     if (v->t.nbytes) {
+        if (x->replaying) { /* the graph has not run yet */
+            x->rp_fail = true;
+            return xerr(err, GRAFT_EUNSUPPORTED, "CUDA graph replay: a host node reads device data");
+        }
         if (x->capturing) { /* a host node reads device data: no graphs for this model */
             x->cap_abort = 1;
             return xerr(err, GRAFT_EUNSUPPORTED, "CUDA graph capture: a host node reads device data");
@@ -213,6 +296,13 @@ graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err)
     }
     v->on_host = true;
     return GRAFT_OK;
+}
+
+graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err)
+{
+    graft_status rc = to_host(x, v, err);
+    if (rc == GRAFT_OK && x->capturing && x->cur) rp_hostread(x, v); /* a device op reads it on the host */
+    return rc;
 }
 
 cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_t *dims, graft_error *err)
@@ -305,6 +395,20 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
     x->len_past = past;
     x->len_total = total;
     return GRAFT_OK;
+}
+
+int cx_lens_replay(cx_exec *x, int64_t past, int64_t total)
+{
+    if (x->len_run == x->run_no) return past == x->len_past && total == x->len_total;
+    if (!x->hlen) return 0;
+    for (int64_t b = 0; b < CX_MAX_B; b++) {
+        x->hlen[b] = (int32_t)past;
+        x->hlen[CX_MAX_B + b] = (int32_t)total;
+    }
+    x->len_run = x->run_no;
+    x->len_past = past;
+    x->len_total = total;
+    return 1;
 }
 
 void *cx_workspace(cx_exec *x, cx_node *cn, size_t bytes, graft_error *err)
@@ -429,6 +533,8 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     graft_graph *g = x->g;
     const char *chk = getenv("GRAFT_CUDA_CHECK");
     x->check = chk && *chk && strcmp(chk, "0") != 0;
+    const char *rpl = getenv("GRAFT_CUDA_REPLAY");
+    x->no_replay = rpl && !strcmp(rpl, "0");
     cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         rc = cx_cuda_err(NULL, err, e, "stream");
@@ -537,6 +643,9 @@ static void cx_free(rt_backend *b)
         rt_node *n = &x->nodes[i].n;
         if (x->nodes[i].scr) cudaFree(x->nodes[i].scr);
         if (x->nodes[i].ws) cudaFree(x->nodes[i].ws);
+        rp_clear(&x->nodes[i]);
+        free(x->nodes[i].rp_in);
+        free(x->nodes[i].rp_out);
         if (x->nodes[i].hscr) cudaFreeHost(x->nodes[i].hscr);
         if (n->k && n->k->fini) n->k->fini(n);
         else free(n->state);
@@ -796,7 +905,15 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
         case CX_VIEW: rc = run_view(x, cn, err); break;
         case CX_DEVICE:
             for (int j = 0; j < cn->n.n_out; j++) cx_v(cn->n.out[j])->base = NULL;
+            if (x->capturing) {
+                rp_clear(cn);
+                x->cur = cn;
+            }
             rc = cn->dop->run(x, cn, err);
+            if (x->capturing) {
+                x->cur = NULL;
+                if (rc == GRAFT_OK) rp_record(cn);
+            }
             if (rc == GRAFT_EUNSUPPORTED && !x->placed) { /* a shape the device op does not take */
                 cn->place = CX_HOST;
                 rc = run_host(x, cn, err);
@@ -853,6 +970,45 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
     return GRAFT_OK;
 }
 
+/* A decode step as a replay of the last captured graph: host nodes run,
+ * device nodes are checked against their records and restored, the
+ * staging and lengths refilled, the graph launched. 0: not replayable
+ * (nothing launched; the caller captures the step). */
+static int replay(cx_exec *x)
+{
+    graft_error e;
+    for (size_t i = 0; i < x->n_vals; i++) {
+        cx_val *v = x->vals[i];
+        if (!v->sticky && !v->is_input) v->on_host = v->on_dev = false;
+        if (v->is_input && v->on_host && !v->pitch) v->on_dev = false;
+    }
+    x->run_no++;
+    x->run_syncs = 0;
+    x->replaying = true;
+    x->rp_fail = false;
+    int ok = 1;
+    for (size_t i = 0; i < x->n_nodes && ok; i++) {
+        cx_node *cn = &x->nodes[i];
+        if (cn->const_done) continue;
+        switch (cn->place) {
+        case CX_VIEW: ok = run_view(x, cn, &e) == GRAFT_OK && cn->place == CX_VIEW; break;
+        case CX_DEVICE: ok = cx_replay_node(x, cn); break;
+        case CX_HOST:
+        case CX_META: ok = run_host(x, cn, &e) == GRAFT_OK; break;
+        default: ok = 0; break;
+        }
+        if (x->rp_fail) ok = 0;
+    }
+    for (size_t i = 0; i < x->n_kv && ok; i++) {
+        cx_kvbind *kb = &x->kv[i];
+        cx_val *v = x->vals[kb->present];
+        ok = v->t.present && v->d == kb->buf && v->pitch == kb->max_seq && v->on_dev && !v->base;
+    }
+    x->replaying = false;
+    if (!ok) return 0;
+    return cudaGraphLaunch(x->gexec, x->stream) == cudaSuccess ? 1 : ((void)cudaGetLastError(), 0);
+}
+
 static graft_status cx_run(rt_backend *b, graft_error *err)
 {
     cx_exec *x = (cx_exec *)b;
@@ -868,7 +1024,16 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         rc = run_nodes(x, err);
         x->last_syncs = x->run_syncs;
         if (x->graph_step) x->n_eager++;
+        x->rp_valid = false; /* an eager step may move buffers the graph points at */
         return rc;
+    }
+    if (x->gexec && x->rp_valid && !x->no_replay) {
+        if (replay(x)) {
+            x->n_replay++;
+            x->n_graph++;
+            return GRAFT_OK;
+        }
+        x->rp_valid = false; /* capture this step, and replay from the next */
     }
     cudaError_t e = cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeRelaxed);
     if (e != cudaSuccess) {
@@ -887,6 +1052,7 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         (void)cudaGetLastError();
         if (gr) cudaGraphDestroy(gr);
         x->n_abort++;
+        x->rp_valid = false;
         if (x->cap_abort == 1) x->no_graph = "a host node reads device data";
         else if (!x->cap_abort && rc == GRAFT_OK) x->no_graph = "stream capture failed";
         else if (x->n_abort >= 4 && x->n_graph == 0) x->no_graph = "captures keep failing";
@@ -921,6 +1087,7 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
     cudaGraphDestroy(gr);
     CX_CUDA(cudaGraphLaunch(x->gexec, x->stream), "graph launch");
     x->n_graph++;
+    x->rp_valid = true;
     return GRAFT_OK;
 }
 
@@ -1105,9 +1272,10 @@ static const char *cx_describe(rt_backend *b)
         snprintf(x->desc2, sizeof x->desc2, "%s; CUDA graphs %s", x->desc, x->graphs_off ? "off" : "unused so far");
         return x->desc2;
     }
-    snprintf(x->desc2, sizeof x->desc2, "%s; CUDA graphs: %zu steps as graphs (%zu instantiations, %zu updates), "
-             "%zu eager, %zu captures abandoned%s%s", x->desc, x->n_graph, x->n_inst, x->n_update, x->n_eager,
-             x->n_abort, x->no_graph ? "; off: " : "", x->no_graph ? x->no_graph : "");
+    snprintf(x->desc2, sizeof x->desc2, "%s; CUDA graphs: %zu steps as graphs (%zu replayed as captured, %zu "
+             "captures: %zu instantiations, %zu updates), %zu eager, %zu captures abandoned%s%s", x->desc, x->n_graph,
+             x->n_replay, x->n_graph - x->n_replay, x->n_inst, x->n_update, x->n_eager, x->n_abort,
+             x->no_graph ? "; off: " : "", x->no_graph ? x->no_graph : "");
     return x->desc2;
 }
 

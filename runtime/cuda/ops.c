@@ -728,6 +728,11 @@ typedef struct cache_attn {
     float scale, softcap;
     const gops_attn_args *mask; /* mask fields (mask_kind, ms, mlast) or NULL */
     cx_val *mval;
+    /* for the replay record: inputs that follow the KV length, where the
+     * past length is read (1: dims[2] of input lin; 2: that minus Sq), the
+     * mask's input */
+    uint32_t exempt;
+    int lenkind, lin, mask_in;
 } cache_attn;
 
 static float mask_at(const cache_attn *c, const void *m, int64_t off)
@@ -794,6 +799,59 @@ static int attn_impl(void)
     return e && *e ? atoi(e) : 2;
 }
 
+/* mask_as_window once per run for each (causal, window) a mask is read with. */
+static int mask_window_cached(cx_exec *x, const cache_attn *c, int64_t T, int64_t *win)
+{
+    cx_val *mv = c->mval;
+    if (!mv->on_host || !mv->t.data) return 0;
+    int64_t key = c->causal * 0x100000000LL + c->window_left + 1;
+    int slot = -1;
+    for (int s2 = 0; s2 < 2; s2++)
+        if (mv->an_run[s2] == x->run_no && mv->an_key[s2] == key) slot = s2;
+    if (slot < 0) {
+        slot = mv->an_run[0] == x->run_no ? 1 : 0;
+        mv->an_run[slot] = x->run_no;
+        mv->an_key[slot] = key;
+        mv->an_ok[slot] = mask_as_window(c, T, &mv->an_win[slot]);
+    }
+    *win = mv->an_win[slot];
+    return mv->an_ok[slot];
+}
+
+/* The mask's broadcast fields over (B, Hq, Sq, keys); 0 when unusable. */
+static int mask_fields(const cx_val *mask, int64_t B, int64_t Hq, int64_t Sq, int dt, gops_attn_args *ma)
+{
+    int mr = mask->t.rank;
+    if (mr < 1 || mr > 4) return 0;
+    int64_t full[4] = {B, Hq, Sq, mask->t.dims[mr - 1]}, bd[RT_MAX_RANK];
+    int ro;
+    if (!k_broadcast(4, full, mr, mask->t.dims, &ro, bd) || bd[0] != B || bd[1] != Hq || bd[2] != Sq) return 0;
+    k_bstrides(mr, mask->t.dims, 4, full, ma->ms);
+    ma->mlast = mask->t.dims[mr - 1];
+    ma->mask_kind = mask->t.dtype == GRAFT_DTYPE_BOOL ? 1 : mask->t.dtype == dt ? 2
+                    : mask->t.dtype == GRAFT_DTYPE_FLOAT ? 3 : 0;
+    return ma->mask_kind != 0;
+}
+
+/* Notes what a replay of this attention needs (the node is being captured). */
+static void rp_attn(cx_exec *x, cx_node *cn, const cache_attn *c, int fast, int64_t win)
+{
+    if (x->cur != cn) return;
+    if (!fast || c->Sq != 1 || !c->lenkind) { /* its launch depends on the length: capture every step */
+        cn->rp_bad = true;
+        return;
+    }
+    cn->rp_exempt |= c->exempt;
+    cn->rp_len = c->lenkind, cn->rp_lin = c->lin, cn->rp_S = c->Sq, cn->rp_B = c->B, cn->rp_Hq = c->Hq;
+    cn->rp_dt = c->dt, cn->rp_causal = c->causal, cn->rp_wleft = c->window_left, cn->rp_win = win;
+    cn->rp_fast = 1;
+    if (c->mask) {
+        cn->rp_mask_in = c->mask_in;
+        if (c->mask_in >= 0 && c->mask_in < 32) cn->rp_exempt |= 1u << c->mask_in;
+        else cn->rp_bad = true;
+    }
+}
+
 static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, graft_error *err)
 {
     int64_t T = c->past + c->Sq, max = c->ck->max_seq;
@@ -813,22 +871,7 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
     const char *gen = getenv("GRAFT_CUDA_GENERAL_ATTN");
     int fast = c->hd % 8 == 0 && c->hd <= 512 && c->Hq % c->Hkv == 0 && !(gen && *gen && strcmp(gen, "0"));
     if (fast && c->mask) {
-        cx_val *mv = c->mval;
-        fast = mv->on_host && mv->t.data;
-        if (fast) { /* once per run for each (causal, window) a mask is read with */
-            int64_t key = c->causal * 0x100000000LL + c->window_left + 1;
-            int slot = -1;
-            for (int s2 = 0; s2 < 2; s2++)
-                if (mv->an_run[s2] == x->run_no && mv->an_key[s2] == key) slot = s2;
-            if (slot < 0) {
-                slot = mv->an_run[0] == x->run_no ? 1 : 0;
-                mv->an_run[slot] = x->run_no;
-                mv->an_key[slot] = key;
-                mv->an_ok[slot] = mask_as_window(c, T, &mv->an_win[slot]);
-            }
-            fast = mv->an_ok[slot];
-            win = mv->an_win[slot];
-        }
+        fast = mask_window_cached(x, c, T, &win);
     } else if (fast && !c->causal && c->Sq > 1) {
         fast = 0; /* later keys seen: not the causal kernels */
     }
@@ -844,6 +887,7 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
             cn->dsplits = d.num_splits;
             if (!(d.ws = cx_workspace(x, cn, d.ws_bytes, err))) return err->code;
             x->n_fast_attn++;
+            rp_attn(x, cn, c, 1, win);
             return gcuda_attn_decode(&d, STRM(x), err);
         }
     } else if (fast && c->Sq > 1) {
@@ -855,9 +899,11 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
         pa.out = c->y, pa.o_stride_b = c->yb, pa.o_stride_s = c->ys, pa.o_stride_h = c->yh;
         pa.scale = c->scale, pa.softcap = c->softcap, pa.window_left = win;
         x->n_fast_attn++;
+        rp_attn(x, cn, c, 0, win);
         return gcuda_attn_prefill(&pa, STRM(x), err);
     }
     /* the general masked kernel over the cache */
+    rp_attn(x, cn, c, 0, win);
     gops_attn_args a = {0};
     if (c->mask) {
         a = *c->mask;
@@ -980,18 +1026,11 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
         vst[0] = Hkv * Skv * vd, vst[1] = Skv * vd, vst[2] = vd;
     }
     gops_attn_args ma = {0}; /* the mask's fields */
-    if (mask && mask->t.numel) {
-        int mr = mask->t.rank;
-        if (mr < 1 || mr > 4) return rt_err(n, err, GRAFT_EINVAL, "attn_mask of rank %d", mr);
-        int64_t full[4] = {B, Hq, Sq, mask->t.dims[mr - 1]}, bd[RT_MAX_RANK];
-        int ro;
-        if (!k_broadcast(4, full, mr, mask->t.dims, &ro, bd) || bd[0] != B || bd[1] != Hq || bd[2] != Sq)
-            return rt_err(n, err, GRAFT_EINVAL, "attn_mask does not broadcast to (batch, heads, q, kv)");
-        k_bstrides(mr, mask->t.dims, 4, full, ma.ms);
-        ma.mlast = mask->t.dims[mr - 1];
-        ma.mask_kind = mask->t.dtype == GRAFT_DTYPE_BOOL ? 1 : mask->t.dtype == dt ? 2
-                       : mask->t.dtype == GRAFT_DTYPE_FLOAT ? 3 : 0;
-        if (!ma.mask_kind) return UNSUP(cn, "mask of type %s", graft_dtype_name(mask->t.dtype));
+    if (mask && mask->t.numel && !mask_fields(mask, B, Hq, Sq, dt, &ma)) {
+        if (mask->t.rank < 1 || mask->t.rank > 4)
+            return rt_err(n, err, GRAFT_EINVAL, "attn_mask of rank %d", mask->t.rank);
+        if (ma.mlast) return UNSUP(cn, "mask of type %s", graft_dtype_name(mask->t.dtype));
+        return rt_err(n, err, GRAFT_EINVAL, "attn_mask does not broadcast to (batch, heads, q, kv)");
     }
     float sc;
     float scale = graft_node_attr_float(n->src, "scale", &sc) ? sc : 1.0f / sqrtf((float)hd);
@@ -1014,6 +1053,7 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
         c.ck = ck, c.cv = cv, c.causal = causal, c.window_left = wleft, c.scale = scale;
         c.softcap = rt_attr_float(n, "softcap", 0.0f);
         if (ma.mask_kind) c.mask = &ma, c.mval = mask;
+        c.exempt = 1u << 4 | 1u << 5, c.lenkind = 1, c.lin = 4, c.mask_in = 3;
         TRY(attend_cache(x, cn, &c, err));
         int64_t kd[4] = {B, Hkv, T, hd};
         OUT_OR_FAIL(cx_out_cache(x, cn, 1, dt, kd, ck, err));
@@ -1252,6 +1292,8 @@ static graft_status run_gqa(cx_exec *x, cx_node *cn, graft_error *err)
         if (in_place) c.k = kin, c.v = vin, c.kb = S * krow, c.ks = krow, c.kh = hd;
         c.ck = ck, c.cv = cv, c.causal = 1, c.window_left = win >= 0 ? win - 1 : -1;
         c.scale = scale, c.softcap = rt_attr_float(n, "softcap", 0.0f);
+        c.exempt = 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6, c.lenkind = in_place ? 1 : 2, c.lin = 3, c.mask_in = -1;
+        cn->rp_hscr = rt_attr_int(n, "do_rotary", 0) && !pos;
         TRY(attend_cache(x, cn, &c, err));
         int64_t td[4] = {B, Hkv, past + S, hd};
         OUT_OR_FAIL(cx_out_cache(x, cn, 1, dt, td, ck, err));
@@ -1380,3 +1422,86 @@ const cx_op cx_ops[] = {
     {"com.microsoft", "MatMulNBits", acc_nbits, run_nbits},
     {NULL, NULL, NULL, NULL},
 };
+
+/* ------------------------------------------------------------ CUDA graph replay */
+
+int cx_replay_node(cx_exec *x, cx_node *cn)
+{
+    rt_node *n = &cn->n;
+    if (!cn->rp_ok || cn->rp_bad || n->n_in > 32) return 0;
+    /* inputs shaped as when the step was captured (the KV length aside) */
+    for (int j = 0; j < n->n_in; j++) {
+        const cx_meta *m = &cn->rp_in[j];
+        rt_tensor *t = n->in[j];
+        if (!t) continue;
+        if (t->present != (m->present != 0) || t->dtype != m->dtype || t->rank != m->rank) return 0;
+        if (cn->rp_exempt >> j & 1) continue;
+        for (int d = 0; d < t->rank; d++)
+            if (t->dims[d] != m->dims[d]) return 0;
+    }
+    /* what it read on the host: the same bytes */
+    for (int i = 0; i < cn->rp_nhr; i++) {
+        cx_val *v = cn->rp_hr[i];
+        int ex = 0;
+        for (int j = 0; j < n->n_in; j++) ex |= (cn->rp_exempt >> j & 1) && n->in[j] == &v->t;
+        if (ex) continue;
+        if (!v->on_host || v->t.nbytes != cn->rp_hrn[i] ||
+            (v->t.nbytes && memcmp(v->t.data, cn->rp_hrb[i], v->t.nbytes)))
+            return 0;
+    }
+    /* the lengths, read from device memory by the captured kernels */
+    int64_t past = 0;
+    if (cn->rp_len) {
+        rt_tensor *t = cn->rp_lin < n->n_in ? n->in[cn->rp_lin] : NULL;
+        if (!t || t->rank != 4) return 0;
+        past = t->dims[2] - (cn->rp_len == 2 ? cn->rp_S : 0);
+        if (past < 0 || !cx_lens_replay(x, past, past + cn->rp_S)) return 0;
+        if (cn->rp_hscr) {
+            if (!cn->hscr || cn->hcap < (size_t)(cn->rp_B * cn->rp_S)) return 0;
+            for (int64_t b = 0; b < cn->rp_B; b++)
+                for (int64_t s2 = 0; s2 < cn->rp_S; s2++) cn->hscr[b * cn->rp_S + s2] = past + s2;
+        }
+        if (cn->rp_mask_in >= 0) { /* the mask must still be the same causal window */
+            cx_val *mv = cx_in(cn, cn->rp_mask_in);
+            gops_attn_args ma = {0};
+            if (!mv || !mask_fields(mv, cn->rp_B, cn->rp_Hq, cn->rp_S, cn->rp_dt, &ma)) return 0;
+            cache_attn c = {0};
+            c.dt = cn->rp_dt, c.B = cn->rp_B, c.Hq = cn->rp_Hq, c.Sq = cn->rp_S, c.past = past;
+            c.causal = cn->rp_causal, c.window_left = cn->rp_wleft, c.mask = &ma, c.mval = mv;
+            int64_t w = -1;
+            if (!mask_window_cached(x, &c, past + cn->rp_S, &w) || w != cn->rp_win) return 0;
+        }
+    }
+    /* per-step uploads: their pinned staging refilled (the copies are in the graph) */
+    for (int i = 0; i < cn->rp_nup; i++) {
+        cx_val *v = cn->rp_up[i];
+        if (v->on_dev) continue;
+        if (!v->on_host || !v->t.present || v->t.nbytes != cn->rp_upn[i] || v->t.nbytes > v->pcap || v->base)
+            return 0;
+        if (v->t.nbytes) memcpy(v->pin, v->t.data, v->t.nbytes);
+        v->on_dev = true;
+    }
+    /* outputs as the graph will leave them */
+    for (int j = 0; j < n->n_out; j++) {
+        const cx_meta *m = &cn->rp_out[j];
+        cx_val *v = cx_v(n->out[j]);
+        if (!m->present) continue;
+        if (v->d != m->d) return 0;
+        v->base = NULL;
+        v->t.dtype = m->dtype;
+        v->t.rank = m->rank;
+        memcpy(v->t.dims, m->dims, sizeof m->dims);
+        v->t.numel = m->numel;
+        v->t.nbytes = m->nbytes;
+        v->pitch = m->pitch;
+        if (m->pitch && cn->rp_len) { /* a present: a view of the cache, past + S rows */
+            v->t.dims[2] = past + cn->rp_S;
+            v->t.numel = (uint64_t)(v->t.dims[0] * v->t.dims[1] * v->t.dims[2] * v->t.dims[3]);
+            v->t.nbytes = (size_t)v->t.numel * rt_dtype_size(v->t.dtype);
+        }
+        v->t.present = true;
+        v->on_dev = true;
+        v->on_host = false;
+    }
+    return 1;
+}
