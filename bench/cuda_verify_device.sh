@@ -62,6 +62,9 @@ run)
         GRAFT_CUDA_CHECK=1 GRAFT_CUDA_CHECK_TOL=$tol timeout 60 $G verify $D/x/gemma4-mobius \
             --golden tests/fixtures/gemma4-mobius/golden.ort.json --device cuda -q 2>&1 | tail -1
     done
+    echo "(GRAFT_CUDA_NO_GEMV=1: one-row MatMuls on cuBLAS)"
+    GRAFT_CUDA_NO_GEMV=1 timeout 60 $G verify $D/x/gemma4-mobius --golden tests/fixtures/gemma4-mobius/golden.ort.json \
+        --device cuda -q 2>&1 | tail -1
     echo "=== bench (tiny fixtures: launch-bound, not a bandwidth figure)"
     for f in ${BENCH_FIXTURES:-gemma4-mobius llama-builder-int4 qwen3-builder-fp32}; do
         for dv in "cuda" "cuda --no-cuda-graph" "cpu"; do

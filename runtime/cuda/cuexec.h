@@ -98,6 +98,8 @@ struct cx_node {
     int rp_lin, rp_dt, rp_causal, rp_mask_in, rp_hscr;
     int64_t rp_B, rp_Hq, rp_S, rp_wleft, rp_win;
     int rp_fast;              /* the fast kernels (window rp_win) */
+    int rp_elide;             /* a transpose that is only shaped (run_transpose) */
+    int elide;                /* Transpose: 0 undecided, 1 shaped only, 2 computed */
     int shared;        /* Attention reading another layer's cache: 0 unknown, 1 yes, 2 no */
     int shared_k, shared_v; /* ... the bindings (cx_exec.kv) */
     int64_t *hscr;     /* host scratch (positions to upload) */
@@ -153,6 +155,7 @@ struct cx_exec {
     bool rp_fail;       /* ... that met something it cannot replay */
     bool no_replay;     /* GRAFT_CUDA_REPLAY=0 */
     size_t n_replay;    /* steps replayed without capture */
+    size_t n_elided;    /* transposes of a KV cache only shaped (their readers read the cache) */
     bool rp_valid;      /* the last step was captured (or replayed): records and graph agree */
     bool graph_step;    /* this run is a decode step that may be a graph (set_graphs) */
     bool graph_prev;    /* ... and the last run was one */

@@ -117,7 +117,7 @@ static void rp_clear(cx_node *cn)
     cn->rp_nhr = cn->rp_nup = 0;
     cn->rp_ok = cn->rp_bad = false;
     cn->rp_exempt = 0;
-    cn->rp_len = cn->rp_hscr = cn->rp_fast = 0;
+    cn->rp_len = cn->rp_hscr = cn->rp_fast = cn->rp_elide = 0;
     cn->rp_mask_in = -1;
 }
 

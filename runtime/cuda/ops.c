@@ -367,6 +367,29 @@ static graft_status run_gather(cx_exec *x, cx_node *cn, graft_error *err)
     return gcuda_gather_rows(a->t.dtype, a->d, a->t.dims[0], dim, ix->d, (int64_t)ix->t.numel, y->d, STRM(x), err);
 }
 
+/* Nonzero when t is read, directly or through views, only as K or V of
+ * Attention nodes that read the cache behind it (cx_node.shared == 1). */
+static int feeds_only_shared(cx_exec *x, const rt_tensor *t, int depth)
+{
+    int used = 0;
+    for (size_t i = 0; i < x->n_out; i++)
+        if (&x->vals[x->out_idx[i]]->t == t) return 0;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *c = &x->nodes[i];
+        rt_node *n = &c->n;
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] != t) continue;
+            used = 1;
+            if ((j == 1 || j == 2) && c->shared == 1 && c->place == CX_DEVICE && !*graft_node_domain(n->src) &&
+                !strcmp(rt_node_op(n), "Attention"))
+                continue;
+            if (j == 0 && depth < 4 && is_view_node(n) && feeds_only_shared(x, n->out[0], depth + 1)) continue;
+            return 0;
+        }
+    }
+    return used;
+}
+
 static graft_status run_transpose(cx_exec *x, cx_node *cn, graft_error *err)
 {
     cx_val *a = cx_in(cn, 0);
@@ -391,6 +414,17 @@ static graft_status run_transpose(cx_exec *x, cx_node *cn, graft_error *err)
     contig(r, od, sh.st[1]);
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
     OUT_OR_FAIL(y);
+    /* a KV cache transposed only for Attention nodes that read the cache
+     * itself (shared-KV layers): shaped, not computed (decided after the
+     * planning step, when every such Attention has chosen its path) */
+    if (x->placed && !x->check && !cn->elide) {
+        cn->elide = a->pitch && a->on_dev && feeds_only_shared(x, cn->n.out[0], 0) ? 1 : 2;
+        x->n_elided += cn->elide == 1;
+    }
+    if (cn->elide == 1) {
+        if (x->cur == cn) cn->rp_elide = 1;
+        return GRAFT_OK;
+    }
     return gops_copy(rt_dtype_size(a->t.dtype), &sh, a->d, y->d, STRM(x), err);
 }
 
@@ -1085,8 +1119,11 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
             c.ck = sk, c.cv = sv, c.causal = causal, c.window_left = wleft, c.scale = scale;
             c.softcap = rt_attr_float(n, "softcap", 0.0f);
             if (ma.mask_kind) c.mask = &ma, c.mval = mask;
+            c.exempt = 1u << 1 | 1u << 2, c.lenkind = 3, c.lin = 1, c.mask_in = 3;
             return attend_cache(x, cn, &c, err);
         }
+        if (cn->shared == 1 && x->n_elided) /* its K/V transposes may have been elided (run_transpose) */
+            return rt_err(n, err, GRAFT_EIO, "a shared-KV Attention can no longer read its cache");
     }
     if (mask) TRY(cx_to_dev(x, mask, err));
     if (want_pk || want_pv) {
@@ -1429,6 +1466,35 @@ int cx_replay_node(cx_exec *x, cx_node *cn)
 {
     rt_node *n = &cn->n;
     if (!cn->rp_ok || cn->rp_bad || n->n_in > 32) return 0;
+    if (cn->rp_elide) { /* an elided transpose: only its shape */
+        cx_val *a = cx_in(cn, 0), *y = cx_v(n->out[0]);
+        size_t np;
+        const int64_t *perm = rt_attr_ints(n, "perm", &np);
+        if (!a || !perm || (int)np != a->t.rank || a->t.rank != cn->rp_out[0].rank || y->d != cn->rp_out[0].d ||
+            a->t.dtype != cn->rp_out[0].dtype)
+            return 0;
+        uint64_t numel = 1;
+        for (int i = 0; i < a->t.rank; i++) {
+            if (perm[i] < 0 || perm[i] >= a->t.rank) return 0;
+            y->t.dims[i] = a->t.dims[perm[i]];
+            numel *= (uint64_t)y->t.dims[i];
+        }
+        if (numel * rt_dtype_size(a->t.dtype) > cn->rp_out[0].nbytes && numel > cn->rp_out[0].numel) {
+            /* larger than at capture: still within the buffer planned at the maximum context? */
+            cx_val *yv = y;
+            if (!yv->dcap || numel * rt_dtype_size(a->t.dtype) > yv->dcap) return 0;
+        }
+        y->base = NULL;
+        y->t.dtype = a->t.dtype;
+        y->t.rank = a->t.rank;
+        y->t.numel = numel;
+        y->t.nbytes = (size_t)numel * rt_dtype_size(a->t.dtype);
+        y->t.present = true;
+        y->pitch = 0;
+        y->on_dev = true;
+        y->on_host = false;
+        return 1;
+    }
     /* inputs shaped as when the step was captured (the KV length aside) */
     for (int j = 0; j < n->n_in; j++) {
         const cx_meta *m = &cn->rp_in[j];
@@ -1453,8 +1519,11 @@ int cx_replay_node(cx_exec *x, cx_node *cn)
     int64_t past = 0;
     if (cn->rp_len) {
         rt_tensor *t = cn->rp_lin < n->n_in ? n->in[cn->rp_lin] : NULL;
-        if (!t || t->rank != 4) return 0;
-        past = t->dims[2] - (cn->rp_len == 2 ? cn->rp_S : 0);
+        if (!t || (t->rank != 4 && (cn->rp_len != 3 || t->rank != 3))) return 0;
+        /* 1: a past [B, H, past, D]; 2: a present [B, H, past + S, D]; 3: K read
+         * from another layer's cache, [B, T, H * D] or [B, H, T, D] */
+        past = cn->rp_len == 3 ? (t->rank == 3 ? t->dims[1] : t->dims[2]) - cn->rp_S
+                               : t->dims[2] - (cn->rp_len == 2 ? cn->rp_S : 0);
         if (past < 0 || !cx_lens_replay(x, past, past + cn->rp_S)) return 0;
         if (cn->rp_hscr) {
             if (!cn->hscr || cn->hcap < (size_t)(cn->rp_B * cn->rp_S)) return 0;
