@@ -7,7 +7,7 @@
 #           bash bench/cuda_verify_device.sh run
 #
 # `run` verifies every composed fixture with --device cuda, with CUDA
-# graphs and without, re-runs a failing one under GRAFT_CUDA_CHECK=1 (names
+# graphs (replayed; captured every step, GRAFT_CUDA_REPLAY=0) and without, re-runs a failing one under GRAFT_CUDA_CHECK=1 (names
 # the first device node that differs from its CPU kernel) and without the
 # in-place KV / fast attention paths, benches three fixtures on cuda (graphs
 # on and off) and cpu, and prints a summary table last. Logs go to $OUT.
@@ -37,9 +37,10 @@ run)
     # attention kernels to tell the in-place path from the rest
     for f in ${FIXTURES:-$FIX}; do
         gold=tests/fixtures/$f/golden.ort.json
-        for mode in graph nograph; do
+        for mode in graph capture nograph; do
             flag=""; [ $mode = nograph ] && flag=--no-cuda-graph
-            timeout 120 $G verify $D/x/$f --golden $gold --device cuda $flag > "$OUT/$f.$mode.log" 2>&1
+            rp=1; [ $mode = capture ] && rp=0
+            GRAFT_CUDA_REPLAY=$rp timeout 120 $G verify $D/x/$f --golden $gold --device cuda $flag > "$OUT/$f.$mode.log" 2>&1
             rc=$?
             [ $mode = graph ] && head -1 "$OUT/$f.$mode.log"
             line=$(tail -1 "$OUT/$f.$mode.log")
