@@ -35,14 +35,16 @@ LDFLAGS  := $(SANFLAGS)
 LDLIBS   := -lprotobuf-c -lz -ljansson -lpcre2-8 -lutf8proc -lm -lpthread
 
 # CUDA: compiled when nvcc is on PATH, left out cleanly otherwise. CUDA
-# objects go to their own archive, $(BUILD)/libgraft_cuda.a, linked (with
-# CUDA_LDLIBS) only into the programs that use the GPU, so the CPU-only
-# programs never load the CUDA libraries.
+# objects (position-independent) go to their own archive,
+# $(BUILD)/libgraft_cuda.a, for the kernel tests, and to a shared object,
+# $(BUILD)/libgraft_cuda.so, that graft loads with dlopen only when a
+# command asks for a device (mk/cuda.mk): no program loads the CUDA
+# libraries at start-up, and a CPU run never maps them.
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 ifeq ($(HAVE_NVCC),1)
 CU_SRCS   := $(wildcard kernels/cuda/*.cu runtime/cuda/*.cu)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))
-NVCCFLAGS := -O3 -std=c++17 -arch=sm_90 -lineinfo -Xcompiler -Wall,-Werror -Werror all-warnings \
+NVCCFLAGS := -O3 -std=c++17 -arch=sm_90 -lineinfo -Xcompiler -Wall,-Werror,-fPIC -Werror all-warnings \
              -Iinclude -I. -I$(GEN)
 CUDA_CFLAGS := -DGRAFT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
@@ -120,8 +122,9 @@ $(CUDA_LIB): $(CUDA_OBJS)
 .SECONDARY:
 FORCE:
 
+GRAFT_LIBS = $(LIB)
 $(GRAFT): $(CLI_OBJS) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(GRAFT_LIBS) $(LDLIBS)
 
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
 	@mkdir -p $(@D)

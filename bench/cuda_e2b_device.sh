@@ -6,7 +6,7 @@
 # off, prefill at 512 and 2048 tokens) and print the utilisation table
 # (bench/cuda_bench.py) last. Logs, RESULTS.part.md and bench.json go to $OUT.
 #
-#   here:   make BUILD=build/cudart -j2 build/cudart/graft      # nvcc on PATH: CUDA built in
+#   here:   make BUILD=build/cudart -j2 build/cudart/graft   # nvcc on PATH: also builds libgraft_cuda.so
 #           bash bench/cuda_e2b_device.sh prepare               # -> .devcarry-e2b (graft + its non-CUDA .so)
 #   device: run tool, carry [".whl", ".devcarry-e2b"], timeout_s 600, command:
 #           bash bench/cuda_e2b_device.sh run
@@ -28,10 +28,10 @@ D=${DEVCARRY:-.devcarry-e2b}
 case "${1:-}" in
 prepare)
     B=${BUILD:-build/cudart}
-    nm "$B/graft" 2>/dev/null | grep -q cudaStreamCreate || ldd "$B/graft" | grep -q libcudart ||
+    [ -f "$B/libgraft_cuda.so" ] ||
         { echo "$B/graft has no CUDA (build it where nvcc is on PATH)" >&2; exit 1; }
     rm -rf "$D" && mkdir -p "$D/lib" || exit 1
-    cp "$B/graft" "$D/" || exit 1
+    cp "$B/graft" "$B/libgraft_cuda.so" "$D/" || exit 1
     for l in $(ldd "$B/graft" | awk '/protobuf-c|jansson|pcre2-8|utf8proc/ {print $3}'); do cp -L "$l" "$D/lib/"; done
     git rev-parse --short HEAD > "$D/COMMIT"
     git status --short --untracked-files=no | sed 's/^/dirty: /' >> "$D/COMMIT"

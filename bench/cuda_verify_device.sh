@@ -18,7 +18,7 @@ case "${1:-}" in
 prepare)
     B=${BUILD:-build/cudart}
     rm -rf $D && mkdir -p $D/lib $D/x || exit 1
-    cp $B/graft $D/ || exit 1
+    cp $B/graft $B/libgraft_cuda.so $D/ || exit 1
     for l in $(ldd $B/graft | awk '/protobuf-c|jansson|pcre2-8|utf8proc/ {print $3}'); do cp -L "$l" $D/lib/; done
     for f in $FIX; do $B/graft compose tests/fixtures/$f -o $D/x/$f --force -q || exit 1; done
     du -sh $D

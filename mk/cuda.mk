@@ -26,19 +26,27 @@ test-cuda:
 endif
 
 # The CUDA executor (runtime/cuda/*.c, issue 7): C compiled against the CUDA
-# headers into $(CUDA_LIB) beside the kernels. graft links it (the weak
-# rt_backend_cuda in runtime/backend.h becomes real; -u pulls it out of the
-# archive), so `--device cuda|auto` can use a GPU; the other programs link
-# libgraft.a alone and run on the CPU. Not under SANITIZE=1, where the CPU
+# headers, with the kernels, into $(CUDA_SO), linked against cudart and
+# cuBLAS. graft does not link it: runtime/backend_load.c dlopens it (beside
+# the graft binary, or $GRAFT_CUDA_LIB) the first time `--device cuda|auto`
+# is asked for, and looks up rt_backend_cuda there; its references to
+# libgraft resolve against graft itself, which is linked whole and exports
+# its symbols (--export-dynamic). So `graft inspect`, `compose` and CPU
+# decoding never open a CUDA library. Not under SANITIZE=1, where the CPU
 # paths are what is checked.
+CUDA_SO := $(BUILD)/libgraft_cuda.so
 ifneq ($(strip $(CU_SRCS)),)
 CUDA_RT_SRCS := $(wildcard runtime/cuda/*.c)
 CUDA_RT_OBJS := $(CUDA_RT_SRCS:%.c=$(BUILD)/obj/%.o)
 CUDA_OBJS += $(CUDA_RT_OBJS)
-$(CUDA_RT_OBJS): CFLAGS += $(CUDA_CFLAGS)
+$(CUDA_RT_OBJS): CFLAGS += $(CUDA_CFLAGS) -fPIC
 $(CUDA_LIB): $(CUDA_RT_OBJS)
 ifneq ($(SANITIZE),1)
-$(GRAFT): $(CUDA_LIB)
-$(GRAFT): LDLIBS := -Wl,-u,rt_backend_cuda $(CUDA_LIB) $(LIB) $(LDLIBS) $(CUDA_LDLIBS)
+all: $(CUDA_SO)
+$(CUDA_SO): $(CUDA_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libgraft_cuda.so -o $@ $(CUDA_OBJS) $(CUDA_LDLIBS)
+$(GRAFT): $(CUDA_SO)
+$(GRAFT): GRAFT_LIBS = -Wl,--export-dynamic -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive
 endif
 endif

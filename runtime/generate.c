@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/backend.h"
 #include "runtime/rt.h"
@@ -342,21 +343,30 @@ static graft_status plan(graft_generator *g, graft_error *err)
 }
 
 /* The backend for g->o.device: CUDA when asked (an error where it cannot
- * run), CPU when asked, and for auto CUDA when this program has it and a
- * GPU is visible, else the CPU. */
+ * run), CPU when asked, and for auto CUDA when its library loads and a GPU
+ * is visible, else the CPU. The CUDA library is loaded only here. */
 static graft_status pick_backend(graft_generator *g, graft_error *err)
 {
-    const rt_backend_vt *cuda = &rt_backend_cuda;
+    char why[512] = "";
+    const rt_backend_vt *cuda = NULL;
     switch (g->o.device) {
     case GRAFT_DEVICE_CPU: g->be = &rt_backend_cpu; return GRAFT_OK;
     case GRAFT_DEVICE_CUDA:
-        if (!cuda)
-            return gerr(err, GRAFT_EUNSUPPORTED, "--device cuda: this build of graft has no CUDA runtime "
-                        "(nvcc was not found when it was built)");
+        cuda = rt_backend_cuda_load(why, sizeof why);
+        if (!cuda) return gerr(err, GRAFT_EUNSUPPORTED, "--device cuda: %s", why);
         if (!cuda->available()) return gerr(err, GRAFT_EUNSUPPORTED, "--device cuda: no CUDA device is visible");
         g->be = cuda;
         return GRAFT_OK;
-    case GRAFT_DEVICE_AUTO: g->be = cuda && cuda->available() ? cuda : &rt_backend_cpu; return GRAFT_OK;
+    case GRAFT_DEVICE_AUTO:
+        /* no NVIDIA device node (Linux, or /dev/dxg under WSL): no GPU, and
+         * no reason to map the CUDA libraries */
+        if (access("/dev/nvidiactl", F_OK) != 0 && access("/dev/dxg", F_OK) != 0) {
+            g->be = &rt_backend_cpu;
+            return GRAFT_OK;
+        }
+        cuda = rt_backend_cuda_load(why, sizeof why);
+        g->be = cuda && cuda->available() ? cuda : &rt_backend_cpu;
+        return GRAFT_OK;
     default: return gerr(err, GRAFT_EINVAL, "unknown device %d", g->o.device);
     }
 }
