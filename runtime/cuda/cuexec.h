@@ -100,6 +100,8 @@ struct cx_node {
     int rp_fast;              /* the fast kernels (window rp_win) */
     int rp_elide;             /* a transpose that is only shaped (run_transpose) */
     int elide;                /* Transpose: 0 undecided, 1 shaped only, 2 computed */
+    double prof_s;     /* GRAFT_CUDA_PROFILE: seconds in this node over the decode steps */
+    size_t prof_n;
     int shared;        /* Attention reading another layer's cache: 0 unknown, 1 yes, 2 no */
     int shared_k, shared_v; /* ... the bindings (cx_exec.kv) */
     int64_t *hscr;     /* host scratch (positions to upload) */
@@ -160,6 +162,9 @@ struct cx_exec {
     bool graph_step;    /* this run is a decode step that may be a graph (set_graphs) */
     bool graph_prev;    /* ... and the last run was one */
     size_t n_graph, n_update, n_inst, n_eager, n_abort;
+    bool prof;                /* GRAFT_CUDA_PROFILE=1: each node timed (synchronised) on decode steps */
+    size_t prof_steps;
+    double prof_step_s;
     const char *no_graph; /* why graphs stopped, or NULL */
     char desc2[512];
 };

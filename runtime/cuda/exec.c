@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/cuda/cuexec.h"
 
@@ -510,6 +511,7 @@ static graft_status bind_initializer(cx_exec *x, graft_tensor *gt, graft_error *
 }
 
 static void cx_free(rt_backend *b);
+static void prof_report(cx_exec *x);
 
 static int cx_available(void)
 {
@@ -535,6 +537,8 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->check = chk && *chk && strcmp(chk, "0") != 0;
     const char *rpl = getenv("GRAFT_CUDA_REPLAY");
     x->no_replay = rpl && !strcmp(rpl, "0");
+    const char *prof = getenv("GRAFT_CUDA_PROFILE");
+    x->prof = prof && *prof && strcmp(prof, "0") != 0;
     cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         rc = cx_cuda_err(NULL, err, e, "stream");
@@ -639,6 +643,7 @@ static void cx_free(rt_backend *b)
     cx_exec *x = (cx_exec *)b;
     if (!x) return;
     if (x->stream) cudaStreamSynchronize(x->stream);
+    prof_report(x);
     for (size_t i = 0; i < x->n_nodes; i++) {
         rt_node *n = &x->nodes[i].n;
         if (x->nodes[i].scr) cudaFree(x->nodes[i].scr);
@@ -886,6 +891,87 @@ static void fallback_report(cx_exec *x)
     x->fb = s;
 }
 
+/* GRAFT_CUDA_PROFILE=1: the stream drained, then the wall clock (each
+ * node's time is then its launches and its wait; decode steps run eagerly). */
+static double prof_now(cx_exec *x)
+{
+    cudaStreamSynchronize(x->stream);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *place_name(int place)
+{
+    switch (place) {
+    case CX_DEVICE: return "device";
+    case CX_VIEW: return "view";
+    case CX_META: return "meta";
+    default: return "host";
+    }
+}
+
+/* The profile on stderr: time per decode step by op type and placement,
+ * then the slowest nodes. */
+static void prof_report(cx_exec *x)
+{
+    if (!x->prof || !x->prof_steps) return;
+    double steps = (double)x->prof_steps, sum = 0.0;
+    fprintf(stderr, "CUDA profile: %zu decode steps, %.3f ms a step (synchronised after every node)\n",
+            x->prof_steps, 1e3 * x->prof_step_s / steps);
+    fprintf(stderr, "  %-34s %-6s %6s %10s %7s\n", "op", "place", "nodes", "ms/step", "share");
+    bool *done = calloc(x->n_nodes, 1);
+    for (;;) { /* groups by (op, place), largest first */
+        double best = -1.0;
+        size_t bi = 0;
+        for (size_t i = 0; i < x->n_nodes; i++) {
+            cx_node *cn = &x->nodes[i];
+            if ((done && done[i]) || !cn->prof_n) continue;
+            double t = 0.0;
+            for (size_t k = i; k < x->n_nodes; k++)
+                if (x->nodes[k].place == cn->place && !strcmp(rt_node_op(&x->nodes[k].n), rt_node_op(&cn->n)))
+                    t += x->nodes[k].prof_s;
+            if (t > best) {
+                best = t;
+                bi = i;
+            }
+        }
+        if (best < 0.0 || !done) break;
+        cx_node *g = &x->nodes[bi];
+        size_t cnt = 0;
+        for (size_t k = bi; k < x->n_nodes; k++)
+            if (x->nodes[k].place == g->place && !strcmp(rt_node_op(&x->nodes[k].n), rt_node_op(&g->n))) {
+                done[k] = true;
+                cnt++;
+            }
+        sum += best;
+        fprintf(stderr, "  %-34s %-6s %6zu %10.3f %6.1f%%\n", rt_node_op(&g->n), place_name(g->place), cnt,
+                1e3 * best / steps, 100.0 * best / x->prof_step_s);
+    }
+    fprintf(stderr, "  (nodes: %.3f ms a step)\n  slowest nodes:\n", 1e3 * sum / steps);
+    for (int r = 0; r < 12 && done; r++) {
+        double best = 0.0;
+        size_t bi = SIZE_MAX;
+        for (size_t i = 0; i < x->n_nodes; i++)
+            if (done[i] && x->nodes[i].prof_s > best) {
+                best = x->nodes[i].prof_s;
+                bi = i;
+            }
+        if (bi == SIZE_MAX) break;
+        done[bi] = false;
+        const rt_node *n = &x->nodes[bi].n;
+        fprintf(stderr, "  %8.3f ms  %-6s %s '%s'", 1e3 * best / steps, place_name(x->nodes[bi].place), rt_node_op(n),
+                graft_node_name(n->src));
+        for (int j = 0; j < n->n_in && j < 4; j++) { /* input shapes */
+            const rt_tensor *t = n->in[j];
+            fputs(j ? " " : "  [", stderr);
+            for (int d = 0; t && t->present && d < t->rank; d++) fprintf(stderr, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
+        }
+        fputs(n->n_in ? "]\n" : "\n", stderr);
+    }
+    free(done);
+}
+
 static graft_status run_nodes(cx_exec *x, graft_error *err)
 {
     graft_status rc;
@@ -897,10 +983,13 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
     x->run_no++;
     x->n_fast_attn = 0;
     x->run_syncs = 0;
+    bool prof = x->prof && x->placed && x->graph_step && !x->capturing;
+    double step_t0 = prof ? prof_now(x) : 0.0;
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *cn = &x->nodes[i];
         if (cn->const_done) continue;
         if (!cn->place) place(x, cn);
+        double t0 = prof ? prof_now(x) : 0.0;
         switch (cn->place) {
         case CX_VIEW: rc = run_view(x, cn, err); break;
         case CX_DEVICE:
@@ -922,6 +1011,10 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
             }
             break;
         default: rc = run_host(x, cn, err); break;
+        }
+        if (prof) {
+            cn->prof_s += prof_now(x) - t0;
+            cn->prof_n++;
         }
         if (rc != GRAFT_OK) return rc;
         if (!strcmp(rt_node_op(&cn->n), "Constant") && !*graft_node_domain(cn->n.src)) {
@@ -966,6 +1059,10 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
     if (!x->placed) {
         x->placed = true;
         fallback_report(x);
+    }
+    if (prof) {
+        x->prof_step_s += prof_now(x) - step_t0;
+        x->prof_steps++;
     }
     return GRAFT_OK;
 }
@@ -1020,7 +1117,7 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
      * needed no copy back to the host: the decode steps after the first */
     bool prev = x->graph_prev;
     x->graph_prev = x->graph_step;
-    if (!x->graph_step || !prev || x->check || !x->placed || x->no_graph || x->last_syncs) {
+    if (!x->graph_step || !prev || x->check || x->prof || !x->placed || x->no_graph || x->last_syncs) {
         rc = run_nodes(x, err);
         x->last_syncs = x->run_syncs;
         if (x->graph_step) x->n_eager++;

@@ -82,8 +82,17 @@ static bool is_view_node(const rt_node *n)
                                            !strcmp(op, "Identity"));
 }
 
-/* Nonzero when t is read, directly or through views, only as the mask of
- * ONNX Attention nodes (and is no graph output). */
+/* A Cast between float types (or from bool to a float): an fp32 mask cast
+ * to the attention's fp16 keeps 0 as 0 and its minimum as -inf. */
+static bool is_float_cast(const rt_node *n)
+{
+    return !*graft_node_domain(n->src) && !strcmp(rt_node_op(n), "Cast") && n->n_in >= 1 && n->in[0] &&
+           (cx_is_float(n->in[0]->dtype) || n->in[0]->dtype == GRAFT_DTYPE_BOOL) &&
+           cx_is_float((int)rt_attr_int(n, "to", 0));
+}
+
+/* Nonzero when t is read, directly or through views and float Casts, only
+ * as the mask of ONNX Attention nodes (and is no graph output). */
 static int feeds_only_masks(cx_exec *x, const rt_tensor *t, int depth)
 {
     int used = 0;
@@ -95,7 +104,9 @@ static int feeds_only_masks(cx_exec *x, const rt_tensor *t, int depth)
             if (n->in[j] != t) continue;
             used = 1;
             if (j == 3 && !*graft_node_domain(n->src) && !strcmp(rt_node_op(n), "Attention")) continue;
-            if (j == 0 && depth < 4 && is_view_node(n) && feeds_only_masks(x, n->out[0], depth + 1)) continue;
+            if (j == 0 && depth < 4 && (is_view_node(n) || is_float_cast(n)) &&
+                feeds_only_masks(x, n->out[0], depth + 1))
+                continue;
             return 0;
         }
     }
@@ -220,7 +231,11 @@ static graft_status run_unary(cx_exec *x, cx_node *cn, graft_error *err)
 
 static int acc_cast(cx_exec *x, cx_node *cn)
 {
-    return floats(cn, 1) && cx_is_float((int)rt_attr_int(&cn->n, "to", 0));
+    if (!floats(cn, 1) || !cx_is_float((int)rt_attr_int(&cn->n, "to", 0))) return 0;
+    /* the cast of a host-made attention mask (fp32 Where -> fp16, Gemma's
+     * fp16 exports) stays on the host with it, so that the attention op
+     * reads its causal window there and takes the fast kernels */
+    return !feeds_only_masks(x, cn->n.out[0], 0);
 }
 
 static graft_status run_cast(cx_exec *x, cx_node *cn, graft_error *err)
