@@ -15,6 +15,7 @@ static const char usage[] =
     "  --prompt-tokens N      prompt length (default 128)\n"
     "  --new-tokens N         decode steps (default 64)\n"
     "  --repeat N             runs; the best is reported (default 3)\n"
+    "  --warmup N             untimed runs before them (default 1)\n"
     "  --max-context N        plan the KV cache for N tokens (default: prompt + new)\n"
     "  --device cpu|cuda|auto where to run (default auto: CUDA when this build has\n"
     "                         it and a GPU is visible, else the CPU)\n"
@@ -43,7 +44,7 @@ static double peak_rss_mb(void)
 int graft_cli_bench(int argc, char **argv)
 {
     const char *path = NULL, *device = "auto";
-    int n_prompt = 128, n_new = 64, repeat = 3, json = 0;
+    int n_prompt = 128, n_new = 64, repeat = 3, warmup = 1, json = 0;
     graft_gen_opts o = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -54,6 +55,7 @@ int graft_cli_bench(int argc, char **argv)
         } else if (!strcmp(a, "--prompt-tokens") && more) n_prompt = atoi(argv[++i]);
         else if (!strcmp(a, "--new-tokens") && more) n_new = atoi(argv[++i]);
         else if (!strcmp(a, "--repeat") && more) repeat = atoi(argv[++i]);
+        else if (!strcmp(a, "--warmup") && more) warmup = atoi(argv[++i]);
         else if (!strcmp(a, "--max-context") && more) o.max_context = atoi(argv[++i]);
         else if (!strcmp(a, "--device") && more) device = argv[++i];
         else if (!strcmp(a, "--no-cuda-graph")) o.no_cuda_graph = 1;
@@ -63,8 +65,8 @@ int graft_cli_bench(int argc, char **argv)
         else return graft_cli_usage_error("bench", "unexpected argument '%s'", a);
     }
     if (!path) return graft_cli_usage_error("bench", "need an EXPORT");
-    if (n_prompt < 1 || n_new < 1 || repeat < 1)
-        return graft_cli_usage_error("bench", "--prompt-tokens, --new-tokens and --repeat must be >= 1");
+    if (n_prompt < 1 || n_new < 1 || repeat < 1 || warmup < 0)
+        return graft_cli_usage_error("bench", "--prompt-tokens, --new-tokens and --repeat must be >= 1, --warmup >= 0");
     if (graft_cli_device("bench", device, &o.device)) return 2;
     if (!o.max_context) o.max_context = n_prompt + n_new;
     graft_error err = {0};
@@ -81,7 +83,7 @@ int graft_cli_bench(int argc, char **argv)
     for (int i = 0; i < n_prompt; i++) ids[i] = vocab ? (int64_t)(((uint64_t)i * 7919u + 13u) % vocab) : 0;
     double best_pre = 1e30, best_dec = 1e30;
     int rc = 0;
-    for (int r = 0; r < repeat; r++) {
+    for (int r = 0; r < warmup + repeat; r++) {
         const graft_gen_timings *t = graft_generator_timings(g);
         double p0 = t->prefill_s, d0 = t->decode_s;
         if ((st = graft_generator_prefill(g, ids, (size_t)n_prompt, &err)) != GRAFT_OK) {
@@ -96,6 +98,7 @@ int graft_cli_bench(int argc, char **argv)
             }
         }
         t = graft_generator_timings(g);
+        if (r < warmup) continue; /* untimed: caches, page tables, the pool's threads and clocks warm up */
         if (t->prefill_s - p0 < best_pre) best_pre = t->prefill_s - p0;
         if (t->decode_s - d0 < best_dec) best_dec = t->decode_s - d0;
     }

@@ -125,7 +125,7 @@ static void pool_init(void)
     }
     if (n > 256) n = 256;
     env = getenv("GRAFT_SPIN");
-    if (env && *env == '0') pool.spin = 0;
+    if (env && *env) pool.spin = atoi(env) > 0 ? atoi(env) : 0; /* 0: no spinning; N: N pause loops */
     int started = 1;
     for (int i = 1; i < n; i++) {
         pthread_t th;

@@ -1,7 +1,10 @@
 /* Session: binds every node of a graph to a kernel once, holds one tensor
  * per value, runs the nodes in graph order. */
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "onnx/map.h"
 #include "runtime/rt.h"
@@ -21,6 +24,8 @@ struct graft_session {
     const char **out_names;
     void **consts; /* buffers materialised from typed fields */
     size_t n_consts, cap_consts;
+    double *prof_s; /* GRAFT_PROFILE=1: seconds in each node over the runs */
+    size_t prof_runs;
 };
 
 static graft_status nomem(graft_error *err, const char *what)
@@ -139,6 +144,8 @@ graft_status graft_session_new(graft_model *m, graft_session **out, graft_error 
     /* nodes */
     s->n_nodes = graft_graph_node_count(g);
     s->nodes = calloc(s->n_nodes + 1, sizeof *s->nodes);
+    const char *prof = getenv("GRAFT_PROFILE");
+    if (prof && *prof && strcmp(prof, "0") != 0) s->prof_s = calloc(s->n_nodes + 1, sizeof *s->prof_s);
     if (!s->nodes) goto oom;
     for (size_t i = 0; i < s->n_nodes; i++) {
         rt_node *n = &s->nodes[i];
@@ -223,9 +230,41 @@ fail:
     return rc;
 }
 
+/* GRAFT_PROFILE=1: the time of every run by op type, largest first, on
+ * stderr when the session is freed. */
+static void prof_report(const graft_session *s)
+{
+    if (!s->prof_s || !s->prof_runs) return;
+    double total = 0.0;
+    for (size_t i = 0; i < s->n_nodes; i++) total += s->prof_s[i];
+    fprintf(stderr, "profile: %zu runs, %.3f ms a run in %zu nodes\n  %-34s %6s %10s %7s\n", s->prof_runs,
+            1e3 * total / (double)s->prof_runs, s->n_nodes, "op", "nodes", "ms/run", "share");
+    bool *done = calloc(s->n_nodes + 1, 1);
+    while (done) {
+        double best = -1.0;
+        size_t bi = 0;
+        for (size_t i = 0; i < s->n_nodes; i++) {
+            if (done[i]) continue;
+            double t = 0.0;
+            for (size_t k = i; k < s->n_nodes; k++)
+                if (!strcmp(rt_node_op(&s->nodes[k]), rt_node_op(&s->nodes[i]))) t += s->prof_s[k];
+            if (t > best) best = t, bi = i;
+        }
+        if (best < 0.0) break;
+        size_t cnt = 0;
+        for (size_t k = bi; k < s->n_nodes; k++)
+            if (!strcmp(rt_node_op(&s->nodes[k]), rt_node_op(&s->nodes[bi]))) done[k] = true, cnt++;
+        fprintf(stderr, "  %-34s %6zu %10.4f %6.1f%%\n", rt_node_op(&s->nodes[bi]), cnt,
+                1e3 * best / (double)s->prof_runs, total > 0 ? 100.0 * best / total : 0.0);
+    }
+    free(done);
+}
+
 void graft_session_free(graft_session *s)
 {
     if (!s) return;
+    prof_report(s);
+    free(s->prof_s);
     for (size_t i = 0; i < s->n_nodes; i++) {
         rt_node *n = &s->nodes[i];
         if (n->k && n->k->fini) n->k->fini(n);
@@ -298,6 +337,18 @@ graft_status graft_session_run(graft_session *s, graft_error *err)
     for (size_t i = 0; i < s->n_in; i++)
         if (!s->vals[s->in_idx[i]]->present && !s->in_has_default[i])
             return seterr(err, GRAFT_EINVAL, "input '%s' was not set", s->in_info[i].name);
+    if (s->prof_s) {
+        for (size_t i = 0; i < s->n_nodes; i++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            graft_status rc = s->nodes[i].k->run(&s->nodes[i], err);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            s->prof_s[i] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            if (rc != GRAFT_OK) return rc;
+        }
+        s->prof_runs++;
+        return GRAFT_OK;
+    }
     for (size_t i = 0; i < s->n_nodes; i++) {
         rt_node *n = &s->nodes[i];
         graft_status rc = n->k->run(n, err);
