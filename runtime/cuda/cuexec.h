@@ -21,6 +21,7 @@ typedef struct cx_val {
     size_t dcap;     /* bytes owned at d (0: borrowed or a view) */
     bool on_host, on_dev;
     bool sticky;     /* initializer or Constant output: valid across runs */
+    bool is_init;    /* an initializer (the weights' upload progress counts it) */
     bool is_input;   /* graph input: set by set_input, not reset per run */
     struct cx_val *base; /* this value is a view (Reshape...) of base */
     /* A KV cache view (the generator's bind_kv): a 4-D [B, H, L, D] whose
@@ -162,6 +163,9 @@ struct cx_exec {
     bool graph_step;    /* this run is a decode step that may be a graph (set_graphs) */
     bool graph_prev;    /* ... and the last run was one */
     size_t n_graph, n_update, n_inst, n_eager, n_abort;
+    bool tty;                 /* stderr is a terminal: the weights' upload shows a progress bar */
+    uint64_t up_total, up_done; /* initializer bytes, and those uploaded */
+    int up_shown;             /* percentage last drawn (-1: none) */
     bool prof;                /* GRAFT_CUDA_PROFILE=1: each node timed (synchronised) on decode steps */
     size_t prof_steps;
     double prof_step_s;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/cuda/cuexec.h"
 
@@ -155,6 +156,23 @@ static void rp_record(cx_node *cn)
     cn->rp_ok = true;
 }
 
+/* The weights' first upload (at the planning run) as a progress bar on a
+ * terminal, for exports of 64 MB or more. */
+static void upload_progress(cx_exec *x, size_t bytes)
+{
+    x->up_done += bytes;
+    if (!x->tty || x->up_total < (64u << 20)) return;
+    int pct = (int)(100 * (x->up_done < x->up_total ? x->up_done : x->up_total) / x->up_total);
+    if (pct == x->up_shown) return;
+    x->up_shown = pct;
+    char bar[41];
+    for (int i = 0; i < 40; i++) bar[i] = i < pct * 40 / 100 ? '#' : '.';
+    bar[40] = 0;
+    fprintf(stderr, "\rgraft: weights to the GPU [%s] %3d%% (%.2f of %.2f GB)", bar, pct, (double)x->up_done / 1e9,
+            (double)x->up_total / 1e9);
+    fflush(stderr);
+}
+
 /* Host to device through the value's pinned staging (per-step data), so
  * that the copy can sit in a captured graph and never stages pageable
  * memory. Weights and constants (sticky: uploaded once) go directly. */
@@ -167,6 +185,7 @@ static graft_status upload(cx_exec *x, cx_val *v, graft_error *err)
             return xerr(err, GRAFT_EUNSUPPORTED, "CUDA graph capture: a weight's first upload");
         }
         CX_CUDA(cudaMemcpyAsync(v->d, v->t.data, v->t.nbytes, cudaMemcpyHostToDevice, x->stream), "upload");
+        if (v->is_init) upload_progress(x, v->t.nbytes);
         return GRAFT_OK;
     }
     if (v->pcap < v->t.nbytes) {
@@ -507,6 +526,8 @@ static graft_status bind_initializer(cx_exec *x, graft_tensor *gt, graft_error *
     t->data = (void *)d;
     t->present = true;
     v->on_host = true;
+    v->is_init = true;
+    x->up_total += t->nbytes;
     return GRAFT_OK;
 }
 
@@ -537,6 +558,8 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->check = chk && *chk && strcmp(chk, "0") != 0;
     const char *rpl = getenv("GRAFT_CUDA_REPLAY");
     x->no_replay = rpl && !strcmp(rpl, "0");
+    x->tty = isatty(2);
+    x->up_shown = -1;
     const char *prof = getenv("GRAFT_CUDA_PROFILE");
     x->prof = prof && *prof && strcmp(prof, "0") != 0;
     cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
@@ -1059,6 +1082,7 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
     if (!x->placed) {
         x->placed = true;
         fallback_report(x);
+        if (x->up_shown >= 0) fputc('\n', stderr); /* the progress bar's line */
     }
     if (prof) {
         x->prof_step_s += prof_now(x) - step_t0;
