@@ -95,9 +95,10 @@ typedef struct gops_attn_args {
 
 graft_status gops_attention(const gops_attn_args *a, gcuda_stream s, graft_error *err);
 
-/* GEMM through cuBLAS, row-major: C[b] = A[b] (M x K) . B[b] (K x N) for b
- * < batch, with batch strides sa, sb, sc (0: shared). fp32 accumulation;
- * fp32 inputs keep full fp32 math (no TF32). */
+/* GEMM through cuBLASLt (cuBLAS where cuBLASLt has no algorithm, or
+ * GRAFT_CUDA_NO_LT=1 when the handle is created), row-major: C[b] = A[b]
+ * (M x K) . B[b] (K x N) for b < batch, with batch strides sa, sb, sc (0:
+ * shared). fp32 accumulation; fp32 inputs keep full fp32 math (no TF32). */
 typedef struct gops_blas gops_blas;
 graft_status gops_blas_create(gops_blas **out, graft_error *err);
 void gops_blas_free(gops_blas *h);

@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/gcuda.h"
+#include "kernels/cuda/gcuda_ops.h"
 
 static graft_error E;
 
@@ -322,6 +323,45 @@ static void test_gemv(int dt, int K, int N)
         auto got = ddown(dt, dy, N);
         check("gemv", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, got, ref);
     }
+    release_all();
+}
+
+/* ------------------------------------------------------------ GEMM (prefill) */
+
+/* gops_gemm, the executor's MatMul of more than one row: C[b] = A[b] B[b],
+ * A shared across the batch when shared_a (ONNX MatMul broadcasting); each
+ * product twice (the second from the plan cache), through cuBLASLt and
+ * through the cuBLAS fallback (GRAFT_CUDA_NO_LT=1). */
+static void test_gemm(int dt, int M, int N, int K, int batch, bool shared_a)
+{
+    int64_t sa = shared_a ? 0 : (int64_t)M * K, sb = (int64_t)K * N, sc = (int64_t)M * N;
+    auto a = rnd(dt, (size_t)(shared_a ? 1 : batch) * M * K), b = rnd(dt, (size_t)batch * K * N);
+    void *da = dupload(dt, a), *db = dupload(dt, b), *dc = dpoisoned(dt, (size_t)batch * M * N);
+    std::vector<double> ref((size_t)batch * M * N, 0.0);
+    for (int bi = 0; bi < batch; bi++)
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++) {
+                double av = a[(size_t)bi * sa + (size_t)m * K + k];
+                const float *br = &b[(size_t)bi * sb + (size_t)k * N];
+                double *cr = &ref[(size_t)bi * sc + (size_t)m * N];
+                for (int n = 0; n < N; n++) cr[n] += av * br[n];
+            }
+    for (int lt = 1; lt >= 0; lt--) {
+        if (lt) unsetenv("GRAFT_CUDA_NO_LT");
+        else setenv("GRAFT_CUDA_NO_LT", "1", 1);
+        gops_blas *h = NULL;
+        CK(gops_blas_create(&h, &E));
+        for (int rep = 0; rep < 2; rep++) {
+            CK(gcuda_fill_nan(dt, dc, ref.size(), NULL, &E));
+            CK(gops_gemm(h, dt, M, N, K, da, sa, db, sb, dc, sc, batch, NULL, &E));
+            auto got = ddown(dt, dc, ref.size());
+            check(lt ? "gemm (cuBLASLt)" : "gemm (cuBLAS)",
+                  fmt("M%d N%d K%d batch %d%s%s", M, N, K, batch, shared_a ? " A shared" : "", rep ? " again" : ""),
+                  dt, got, ref);
+        }
+        gops_blas_free(h);
+    }
+    unsetenv("GRAFT_CUDA_NO_LT");
     release_all();
 }
 
@@ -924,6 +964,13 @@ int main(int argc, char **argv)
             test_gemv(dt, 8960, 1536);
             test_gemv(dt, 1536, 65536);
         }
+
+        test_gemm(dt, 2, 64, 64, 1, false);
+        test_gemm(dt, 37, 1536, 1536, 1, false);
+        test_gemm(dt, 128, 1003, 1000, 1, false); /* odd N: 2- or 4-byte alignment */
+        test_gemm(dt, 5, 64, 48, 3, true);
+        test_gemm(dt, 64, 256, 128, 4, false);
+        if (!quick) test_gemm(dt, 512, 6144, 1536, 1, false);
 
         std::vector<attn_case> ac = {
             {1, 8, 1, 256, 1024, {1000}, -1, 0, 0, 0},
