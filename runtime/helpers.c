@@ -1,6 +1,7 @@
 /* Helpers for kernels: output allocation, attributes, conversions. */
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -267,4 +268,42 @@ uint16_t rt_f32_to_bf16(float f)
     if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
     uint32_t r = 0x7fff + ((x >> 16) & 1);
     return (uint16_t)((x + r) >> 16);
+}
+
+graft_status rt_bind_initializer(rt_tensor *t, graft_tensor *gt, void ***consts, size_t *n, size_t *cap,
+                                 graft_error *err)
+{
+    int rank = graft_tensor_rank(gt);
+    if (rank > RT_MAX_RANK)
+        return rt_seterr(err, GRAFT_EUNSUPPORTED, "initializer '%s': rank %d over %d", graft_tensor_name(gt), rank,
+                         RT_MAX_RANK);
+    t->dtype = graft_tensor_dtype(gt);
+    t->rank = rank;
+    memcpy(t->dims, graft_tensor_dims(gt), (size_t)rank * sizeof(int64_t));
+    t->numel = graft_tensor_numel(gt);
+    t->nbytes = (size_t)graft_tensor_nbytes(gt);
+    t->cap = 0;
+    if (t->dtype == GRAFT_DTYPE_STRING || graft_dtype_bits(t->dtype) == 0) {
+        t->present = false;
+        return GRAFT_OK;
+    }
+    const void *d = graft_tensor_data(gt);
+    if (!d && t->nbytes) {
+        if (*n == *cap) {
+            size_t nc = *cap ? 2 * *cap : 16;
+            void **p = realloc(*consts, nc * sizeof *p);
+            if (!p) return rt_seterr(err, GRAFT_ENOMEM, "out of memory (initializer '%s')", graft_tensor_name(gt));
+            *consts = p;
+            *cap = nc;
+        }
+        void *buf = malloc(t->nbytes);
+        if (!buf) return rt_seterr(err, GRAFT_ENOMEM, "out of memory (initializer '%s')", graft_tensor_name(gt));
+        (*consts)[(*n)++] = buf;
+        graft_status rc = graft_tensor_read(gt, buf, t->nbytes, err);
+        if (rc != GRAFT_OK) return rc;
+        d = buf;
+    }
+    t->data = (void *)d;
+    t->present = true;
+    return GRAFT_OK;
 }

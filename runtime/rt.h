@@ -68,6 +68,14 @@ const rt_kernel *rt_kernel_find(const char *domain, const char *op, int64_t opse
 
 /* ------------------------------------------------------------ helpers for kernels */
 
+/* Binds an initializer to t: dtype, shape, and its bytes where they lie
+ * (mapped external data) or read into a buffer appended to *consts (n, cap:
+ * the list's count and capacity; the caller frees the buffers). Strings
+ * and unknown types leave t not present (a kernel reading it reports the
+ * type). Used by the CPU session and the CUDA executor. */
+graft_status rt_bind_initializer(rt_tensor *t, graft_tensor *gt, void ***consts, size_t *n, size_t *cap,
+                                 graft_error *err);
+
 const char *rt_node_name(const rt_node *n);
 const char *rt_node_op(const rt_node *n);
 

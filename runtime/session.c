@@ -80,36 +80,7 @@ static graft_status bind_initializer(graft_session *s, graft_tensor *gt, graft_e
 {
     size_t vi = value_slot(s, graft_tensor_name(gt));
     if (vi == SIZE_MAX) return nomem(err, "values");
-    rt_tensor *t = s->vals[vi];
-    int rank = graft_tensor_rank(gt);
-    if (rank > RT_MAX_RANK)
-        return seterr(err, GRAFT_EUNSUPPORTED, "initializer '%s': rank %d over %d", graft_tensor_name(gt),
-                      rank, RT_MAX_RANK);
-    t->dtype = graft_tensor_dtype(gt);
-    t->rank = rank;
-    memcpy(t->dims, graft_tensor_dims(gt), (size_t)rank * sizeof(int64_t));
-    t->numel = graft_tensor_numel(gt);
-    t->nbytes = (size_t)graft_tensor_nbytes(gt);
-    t->cap = 0;
-    if (t->dtype == GRAFT_DTYPE_STRING || graft_dtype_bits(t->dtype) == 0) {
-        t->present = false; /* kernels reading it report the type */
-        return GRAFT_OK;
-    }
-    const void *d = graft_tensor_data(gt);
-    if (!d && t->nbytes) {
-        void *buf = malloc(t->nbytes);
-        if (!buf || !grow((void **)&s->consts, &s->cap_consts, s->n_consts + 1, sizeof *s->consts)) {
-            free(buf);
-            return nomem(err, "initializer");
-        }
-        s->consts[s->n_consts++] = buf;
-        graft_status rc = graft_tensor_read(gt, buf, t->nbytes, err);
-        if (rc != GRAFT_OK) return rc;
-        d = buf;
-    }
-    t->data = (void *)d;
-    t->present = true;
-    return GRAFT_OK;
+    return rt_bind_initializer(s->vals[vi], gt, &s->consts, &s->n_consts, &s->cap_consts, err);
 }
 
 graft_status graft_session_new(graft_model *m, graft_session **out, graft_error *err)

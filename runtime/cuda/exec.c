@@ -495,39 +495,12 @@ static graft_status bind_initializer(cx_exec *x, graft_tensor *gt, graft_error *
     size_t vi = value_slot(x, graft_tensor_name(gt));
     if (vi == SIZE_MAX) return nomem(err, "values");
     cx_val *v = x->vals[vi];
-    rt_tensor *t = &v->t;
-    int rank = graft_tensor_rank(gt);
-    if (rank > RT_MAX_RANK)
-        return xerr(err, GRAFT_EUNSUPPORTED, "initializer '%s': rank %d over %d", graft_tensor_name(gt), rank,
-                    RT_MAX_RANK);
-    t->dtype = graft_tensor_dtype(gt);
-    t->rank = rank;
-    memcpy(t->dims, graft_tensor_dims(gt), (size_t)rank * sizeof(int64_t));
-    t->numel = graft_tensor_numel(gt);
-    t->nbytes = (size_t)graft_tensor_nbytes(gt);
-    t->cap = 0;
     v->sticky = true;
-    if (t->dtype == GRAFT_DTYPE_STRING || graft_dtype_bits(t->dtype) == 0) {
-        t->present = false;
-        return GRAFT_OK;
-    }
-    const void *d = graft_tensor_data(gt);
-    if (!d && t->nbytes) {
-        void *buf = malloc(t->nbytes);
-        if (!buf || !grow((void **)&x->consts, &x->cap_consts, x->n_consts + 1, sizeof *x->consts)) {
-            free(buf);
-            return nomem(err, "initializer");
-        }
-        x->consts[x->n_consts++] = buf;
-        graft_status rc = graft_tensor_read(gt, buf, t->nbytes, err);
-        if (rc != GRAFT_OK) return rc;
-        d = buf;
-    }
-    t->data = (void *)d;
-    t->present = true;
+    graft_status rc = rt_bind_initializer(&v->t, gt, &x->consts, &x->n_consts, &x->cap_consts, err);
+    if (rc != GRAFT_OK || !v->t.present) return rc;
     v->on_host = true;
     v->is_init = true;
-    x->up_total += t->nbytes;
+    x->up_total += v->t.nbytes;
     return GRAFT_OK;
 }
 
