@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
                 if (lane >= nk) s = -INFINITY;
                 float mnew = fmaxf(m_run[gi], gc_warp_max(s)); /* finite: nk >= 1 */
-                float pr = __expf(s - mnew), al = __expf(m_run[gi] - mnew);
+                float pr = gc_exp<T>(s - mnew), al = gc_exp<T>(m_run[gi] - mnew);
                 l_run[gi] = l_run[gi] * al + gc_warp_sum(pr);
                 m_run[gi] = mnew;
                 ps[lane * GM + g] = pr;
@@ -500,7 +500,7 @@ template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_comb
     float den = 0.0f;
     for (int s = tid; s < ns; s += AT_CB_THREADS) {
         float m = p.ml[(row0 + s) * 2], l = p.ml[(row0 + s) * 2 + 1];
-        float ws = l > 0.0f ? __expf(m - M) : 0.0f;
+        float ws = l > 0.0f ? gc_exp<T>(m - M) : 0.0f;
         w[s] = ws;
         den += ws * l;
     }

@@ -68,10 +68,10 @@ __global__ void __launch_bounds__(256) softmax_kernel(const T *x, T *y, int dim)
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = gc_f(x[row + i]);
         if (v > m) {
-            l = l * __expf(m - v) + 1.0f;
+            l = l * gc_exp<T>(m - v) + 1.0f;
             m = v;
         } else if (v != -INFINITY) {
-            l += __expf(v - m);
+            l += gc_exp<T>(v - m);
         }
     }
     /* merge (m, l) across the warp, then across warps */
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(256) softmax_kernel(const T *x, T *y, int dim)
     for (int o = 16; o > 0; o >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
         float mn = fmaxf(m, m2);
-        l = (mn == -INFINITY) ? 0.0f : l * __expf(m - mn) + l2 * __expf(m2 - mn);
+        l = (mn == -INFINITY) ? 0.0f : l * gc_exp<T>(m - mn) + l2 * gc_exp<T>(m2 - mn);
         m = mn;
     }
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -94,11 +94,11 @@ __global__ void __launch_bounds__(256) softmax_kernel(const T *x, T *y, int dim)
     for (int o = 16; o > 0; o >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
         float mn = fmaxf(m, m2);
-        l = (mn == -INFINITY) ? 0.0f : l * __expf(m - mn) + l2 * __expf(m2 - mn);
+        l = (mn == -INFINITY) ? 0.0f : l * gc_exp<T>(m - mn) + l2 * gc_exp<T>(m2 - mn);
         m = mn;
     }
     float inv = 1.0f / l;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) y[row + i] = gc_to<T>(__expf(gc_f(x[row + i]) - m) * inv);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) y[row + i] = gc_to<T>(gc_exp<T>(gc_f(x[row + i]) - m) * inv);
 }
 
 extern "C" graft_status gcuda_softmax(int dtype, const void *x, void *y, int64_t rows, int64_t dim, gcuda_stream s,

@@ -57,6 +57,21 @@ graft_status gcuda_sm_count(int *out, graft_error *err);
         return gcuda_errf(err, GRAFT_EUNSUPPORTED, "%s: dtype %d not supported", fn, dtype); \
     }
 
+/* e^x and 1/sqrt(x) at the storage type's need: fp32 data gets expf and
+ * 1/sqrtf (within 2 ulp over the whole range, as the CPU kernels: the
+ * fp32 fixtures' logits are compared at 1e-4), fp16/bf16 the fast
+ * intrinsics (__expf's error grows with |x|, far below their rounding). */
+template <typename T> __device__ __forceinline__ float gc_exp(float x)
+{
+    if constexpr (sizeof(T) == 4) return expf(x);
+    else return __expf(x);
+}
+template <typename T> __device__ __forceinline__ float gc_rsqrt(float x)
+{
+    if constexpr (sizeof(T) == 4) return 1.0f / sqrtf(x);
+    else return rsqrtf(x);
+}
+
 __device__ __forceinline__ float gc_f(float v) { return v; }
 __device__ __forceinline__ float gc_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ float gc_f(__nv_bfloat16 v) { return __bfloat162float(v); }

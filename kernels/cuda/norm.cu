@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_kernel(const T *x, const T *skip
         }
     }
     ss = gc_block_sum(ss, scratch);
-    float inv = rsqrtf(ss / (float)dim + eps);
+    float inv = gc_rsqrt<T>(ss / (float)dim + eps);
 #pragma unroll
     for (int e = 0; e < NORM_EPT; e++) {
         int i = e * blockDim.x + threadIdx.x;

@@ -212,8 +212,8 @@ template <typename T, int D> __global__ void __launch_bounds__(PF_THREADS) attn_
             float mnew = fmaxf(m_run[i], gc_warp_max(s));
             float pr = 0.0f, al = 1.0f;
             if (mnew != -INFINITY) { /* warp-uniform */
-                pr = vis ? __expf(s - mnew) : 0.0f;
-                al = __expf(m_run[i] - mnew);
+                pr = vis ? gc_exp<T>(s - mnew) : 0.0f;
+                al = gc_exp<T>(m_run[i] - mnew);
             }
             l_run[i] = l_run[i] * al + gc_warp_sum(pr);
             m_run[i] = mnew;
