@@ -358,9 +358,11 @@ static graft_status pick_backend(graft_generator *g, graft_error *err)
         g->be = cuda;
         return GRAFT_OK;
     case GRAFT_DEVICE_AUTO:
-        /* no NVIDIA device node (Linux, or /dev/dxg under WSL): no GPU, and
-         * no reason to map the CUDA libraries */
-        if (access("/dev/nvidiactl", F_OK) != 0 && access("/dev/dxg", F_OK) != 0) {
+        /* no sign of an NVIDIA driver (its device nodes, its /proc entry,
+         * or /dev/dxg under WSL): no GPU, and no reason to map the CUDA
+         * libraries */
+        if (access("/dev/nvidiactl", F_OK) != 0 && access("/dev/nvidia0", F_OK) != 0 &&
+            access("/proc/driver/nvidia", F_OK) != 0 && access("/dev/dxg", F_OK) != 0) {
             g->be = &rt_backend_cpu;
             return GRAFT_OK;
         }
