@@ -1,5 +1,7 @@
 /* tokenizer/tok_json.c — single-pass JSON reader into an arena. */
 #include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,6 +245,75 @@ static bool parse_string(tj_p *p, tj_val *out, bool borrow)
     return true;
 }
 
+/* 10^n as a double: exact up to 1e22, strtod's correctly rounded value above (the constants a compiler
+ * would give for 1eN literals). */
+static double tj_pow10(int n)
+{
+    static const double exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (n <= 22) return exact[n];
+    char b[16];
+    snprintf(b, sizeof b, "1e%d", n);
+    return strtod(b, NULL);
+}
+
+/* A JSON real [b, q) read the way serde_json reads it without its
+ * float_roundtrip feature, which is what Hugging Face tokenizers' Rust core
+ * sees: the decimal digits as a u64 significand (digits past its capacity
+ * dropped), rounded to a double, then one multiplication or division by a
+ * power of ten (repeated divisions by 1e308 below that). Up to an ulp away
+ * from strtod's correctly rounded value, and those last bits decide
+ * Unigram's Viterbi between equal-scored segmentations. 0: out of range. */
+static bool tj_serde_real(const char *b, const char *q, double *out)
+{
+    bool neg = *b == '-', over = false;
+    const char *d = b + neg;
+    uint64_t sig = 0;
+    int64_t exp = 0;
+    for (; d < q && *d >= '0' && *d <= '9'; d++) {
+        unsigned c = (unsigned)(*d - '0');
+        if (!over && sig >= UINT64_MAX / 10 && (sig > UINT64_MAX / 10 || c > UINT64_MAX % 10)) over = true;
+        if (over) exp++;
+        else sig = sig * 10 + c;
+    }
+    if (d < q && *d == '.')
+        for (d++; d < q && *d >= '0' && *d <= '9'; d++) {
+            unsigned c = (unsigned)(*d - '0');
+            if (!over && sig >= UINT64_MAX / 10 && (sig > UINT64_MAX / 10 || c > UINT64_MAX % 10)) over = true;
+            if (!over) {
+                sig = sig * 10 + c;
+                exp--;
+            }
+        }
+    if (d < q && (*d == 'e' || *d == 'E')) {
+        d++;
+        bool eneg = d < q && *d == '-';
+        if (d < q && (*d == '+' || *d == '-')) d++;
+        int64_t e = 0;
+        for (; d < q && *d >= '0' && *d <= '9'; d++)
+            if (e < 1000000) e = e * 10 + (*d - '0');
+        exp += eneg ? -e : e;
+    }
+    double f = (double)sig;
+    for (;;) {
+        if (exp >= -308 && exp <= 308) {
+            if (exp >= 0) {
+                f *= tj_pow10((int)exp);
+                if (isinf(f)) return false;
+            } else {
+                f /= tj_pow10((int)-exp);
+            }
+            break;
+        }
+        if (f == 0.0) break;
+        if (exp > 0) return false;
+        f /= 1e308;
+        exp += 308;
+    }
+    *out = neg ? -f : f;
+    return true;
+}
+
 static bool parse_number(tj_p *p, tj_val *out)
 {
     const char *q = p->s, *b = q;
@@ -276,17 +347,17 @@ static bool parse_number(tj_p *p, tj_val *out)
         p->s = q;
         return true;
     }
-    if (k >= sizeof tmp) {
-        if (!real) return fail_at(p, b, "integer out of range");
-        k = sizeof tmp - 1; /* very long reals: precision beyond doubles is moot */
+    if (real) {
+        out->type = TJ_REAL;
+        if (!tj_serde_real(b, q, &out->u.d)) return fail_at(p, b, "number out of range");
+        p->s = q;
+        return true;
     }
+    if (k >= sizeof tmp) return fail_at(p, b, "integer out of range");
     memcpy(tmp, b, k);
     tmp[k] = 0;
     errno = 0;
-    if (real) {
-        out->type = TJ_REAL;
-        out->u.d = strtod(tmp, NULL);
-    } else {
+    {
         out->type = TJ_INT;
         out->u.i = strtoll(tmp, NULL, 10);
         if (errno == ERANGE) return fail_at(p, b, "integer out of range");

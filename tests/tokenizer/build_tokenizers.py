@@ -270,6 +270,18 @@ def build_all(root):
         j["model"]["unk_id"] = 0
     out.append(_save(ug2, root, "unigram_byte_fallback", ug_bytes))
 
+    # 5b. Unigram scores that the Rust side (serde_json without float_roundtrip)
+    # reads an ulp away from the correctly rounded double; an exact tie between
+    # two segmentations then breaks on those bits (seen on a trained model:
+    # "\n\n\n\n" is "\n\n\n" + "\n" after the prepended "▁", "\n" + "\n\n\n" after "x")
+    pieces = [("<unk>", 0.0), ("▁", -1.7817907145351555), ("\n", -6.531118400921167),
+              ("\n\n\n", -8.437272733480643), ("\n\n", -9.507774984374766)]
+    pieces += [(c, -4.0 - i / 7) for i, c in enumerate("abcdefghijklmnopqrstuvwxyz0123456789.,!?'-:;()")]
+    t = Tokenizer(models.Unigram(pieces, unk_id=0, byte_fallback=False))
+    t.pre_tokenizer = pre_tokenizers.Metaspace()
+    t.decoder = decoders.Metaspace()
+    out.append(_save(t, root, "unigram_serde_ties"))
+
     # 6. WordPiece (BERT)
     out.append(_save(wordpiece(text), root, "wordpiece_bert"))
 

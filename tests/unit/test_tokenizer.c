@@ -335,3 +335,30 @@ Test(tokenizer, free_null)
     graft_tokenizer_stream_free(NULL);
     graft_ids_free(NULL);
 }
+
+/* tokenizer.json reals are read as Hugging Face's Rust core reads them
+ * (serde_json without float_roundtrip: u64 significand to double, then one
+ * division by a power of ten), not correctly rounded: -1.7817907145351555
+ * is the double next to strtod's, and that ulp decides Unigram ties (the
+ * parity test's unigram_serde_ties tokenizer checks the consequence against
+ * HF itself). */
+#include "tokenizer/tok_json.h"
+Test(tokenizer, json_reals_as_serde_json)
+{
+    const char *src = "[-1.7817907145351555, 0.5, -6.531118400921167, 1e-400, 2.5e3]";
+    tj_doc doc = {0};
+    cr_assert(tj_parse(src, strlen(src), &doc, NULL));
+    double correct = strtod("-1.7817907145351555", NULL);
+    cr_assert_eq(tj_num(tj_at(doc.root, 0)), strtod("-1.7817907145351557", NULL));
+    cr_assert_neq(tj_num(tj_at(doc.root, 0)), correct);
+    cr_assert_eq(tj_num(tj_at(doc.root, 1)), 0.5);
+    cr_assert_eq(tj_num(tj_at(doc.root, 2)), strtod("-6.531118400921167", NULL));
+    cr_assert_eq(tj_num(tj_at(doc.root, 3)), 0.0);
+    cr_assert_eq(tj_num(tj_at(doc.root, 4)), 2500.0);
+    tj_doc_free(&doc);
+    const char *big = "[1e400]";
+    tj_doc d2 = {0};
+    cr_assert(!tj_parse(big, strlen(big), &d2, NULL));
+    cr_assert(strstr(d2.err_text, "out of range"), "%s", d2.err_text);
+    tj_doc_free(&d2);
+}
