@@ -20,6 +20,8 @@
 #           --device cpu --bandwidth-gbs 4300 --decode-prompt 16 --prefill 64,128
 #
 # PYTHON (default python3) runs bench/cuda_bench.py (it needs onnx; the bandwidth step torch).
+# GEN_PY: a Python that has torch and the fixture tools' packages (no .whl install then).
+# DEVCARRY=build: the graft and libgraft_cuda.so of a local build (make bench-cuda on a GPU machine).
 # GRAPH_OFF="--no-cuda-graph" (say) names the graft bench option that turns
 # capture off when `graft bench --help` does not show one cuda_bench.py knows.
 # The whole run stops starting new steps past DEADLINE_S (default 540) seconds.
@@ -71,10 +73,14 @@ if [ -z "$EXPORT" ]; then
     EXPORT=/tmp/e2b/export
     [ "$PIPE" = /tmp/e2b/pipeline ] || EXPORT=${TMPDIR:-/tmp}/graft-bench-export   # never under $OUT
     if [ ! -d "$PIPE" ]; then
-        step "install the fixture wheels"
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+        if [ -n "${GEN_PY:-}" ]; then   # a Python with torch and the fixture tools (make bench-cuda: the fixtures venv)
+            :
+        else
+            step "install the fixture wheels"
+            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+        fi
         step "generate $PIPE (make_gemma4_e2b.py, fp16; about 2-2.5 min)"
-        PYTHONPATH=/tmp/site timeout 330 python3 tools/fixtures/make_gemma4_e2b.py "${PIPE%/pipeline}" >"$OUT/e2b.log" 2>&1 ||
+        PYTHONPATH=/tmp/site timeout 330 ${GEN_PY:-python3} tools/fixtures/make_gemma4_e2b.py "${PIPE%/pipeline}" >"$OUT/e2b.log" 2>&1 ||
             { tail -30 "$OUT/e2b.log"; exit 1; }
         tail -3 "$OUT/e2b.log"
     fi
