@@ -101,8 +101,11 @@ struct cx_node {
     int rp_fast;              /* the fast kernels (window rp_win) */
     int rp_elide;             /* a transpose that is only shaped (run_transpose) */
     int elide;                /* Transpose: 0 undecided, 1 shaped only, 2 computed */
-    double prof_s;     /* GRAFT_CUDA_PROFILE: seconds in this node over the decode steps */
+    double prof_s;     /* GRAFT_CUDA_PROFILE: host seconds in this node over the decode steps */
+    double prof_gpu_s; /* ... GPU seconds between events around its launches (events mode) */
     size_t prof_n;
+    cudaEvent_t pev[2]; /* events mode: before and after the node's launches */
+    bool prof_rec;      /* recorded in the current step */
     int shared;        /* Attention reading another layer's cache: 0 unknown, 1 yes, 2 no */
     int shared_k, shared_v; /* ... the bindings (cx_exec.kv) */
     int64_t *hscr;     /* host scratch (positions to upload) */
@@ -166,9 +169,10 @@ struct cx_exec {
     bool tty;                 /* stderr is a terminal: the weights' upload shows a progress bar */
     uint64_t up_total, up_done; /* initializer bytes, and those uploaded */
     int up_shown;             /* percentage last drawn (-1: none) */
-    bool prof;                /* GRAFT_CUDA_PROFILE=1: each node timed (synchronised) on decode steps */
+    int prof;                 /* GRAFT_CUDA_PROFILE: 1 events around each node, 2 ("sync") the stream drained around each */
     size_t prof_steps;
-    double prof_step_s;
+    double prof_step_s, prof_step_gpu_s;
+    cudaEvent_t pstep[2];
     const char *no_graph; /* why graphs stopped, or NULL */
     char desc2[512];
 };

@@ -534,7 +534,7 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->tty = isatty(2);
     x->up_shown = -1;
     const char *prof = getenv("GRAFT_CUDA_PROFILE");
-    x->prof = prof && *prof && strcmp(prof, "0") != 0;
+    x->prof = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "sync") ? 2 : 1;
     cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         rc = cx_cuda_err(NULL, err, e, "stream");
@@ -640,6 +640,8 @@ static void cx_free(rt_backend *b)
     if (!x) return;
     if (x->stream) cudaStreamSynchronize(x->stream);
     prof_report(x);
+    for (int e = 0; e < 2; e++)
+        if (x->pstep[e]) cudaEventDestroy(x->pstep[e]);
     for (size_t i = 0; i < x->n_nodes; i++) {
         rt_node *n = &x->nodes[i].n;
         if (x->nodes[i].scr) cudaFree(x->nodes[i].scr);
@@ -648,6 +650,8 @@ static void cx_free(rt_backend *b)
         free(x->nodes[i].rp_in);
         free(x->nodes[i].rp_out);
         if (x->nodes[i].hscr) cudaFreeHost(x->nodes[i].hscr);
+        for (int e = 0; e < 2; e++)
+            if (x->nodes[i].pev[e]) cudaEventDestroy(x->nodes[i].pev[e]);
         if (n->k && n->k->fini) n->k->fini(n);
         else free(n->state);
         free(n->in);
@@ -887,11 +891,13 @@ static void fallback_report(cx_exec *x)
     x->fb = s;
 }
 
-/* GRAFT_CUDA_PROFILE=1: the stream drained, then the wall clock (each
- * node's time is then its launches and its wait; decode steps run eagerly). */
+/* GRAFT_CUDA_PROFILE (decode steps run eagerly): the wall clock; with
+ * "sync" the stream drained first, so that a node's time is its launches
+ * and its wait. The default, events mode, leaves the stream alone and
+ * times each device node's GPU work between two events (prof_gpu_s). */
 static double prof_now(cx_exec *x)
 {
-    cudaStreamSynchronize(x->stream);
+    if (x->prof == 2) cudaStreamSynchronize(x->stream);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -907,28 +913,45 @@ static const char *place_name(int place)
     }
 }
 
+/* A node's time in the profile: GPU time in events mode (host time for
+ * nodes that launch nothing), host time in sync mode. */
+static double prof_t(const cx_exec *x, const cx_node *cn)
+{
+    return x->prof == 1 && cn->place == CX_DEVICE ? cn->prof_gpu_s : cn->prof_s;
+}
+
 /* The profile on stderr: time per decode step by op type and placement,
  * then the slowest nodes. */
 static void prof_report(cx_exec *x)
 {
     if (!x->prof || !x->prof_steps) return;
-    double steps = (double)x->prof_steps, sum = 0.0;
-    fprintf(stderr, "CUDA profile: %zu decode steps, %.3f ms a step (synchronised after every node)\n",
-            x->prof_steps, 1e3 * x->prof_step_s / steps);
-    fprintf(stderr, "  %-34s %-6s %6s %10s %7s\n", "op", "place", "nodes", "ms/step", "share");
+    double steps = (double)x->prof_steps, sum = 0.0, hsum = 0.0;
+    if (x->prof == 2)
+        fprintf(stderr, "CUDA profile: %zu decode steps, %.3f ms a step (synchronised after every node)\n",
+                x->prof_steps, 1e3 * x->prof_step_s / steps);
+    else
+        fprintf(stderr, "CUDA profile: %zu decode steps (eager), %.3f ms a step on the host, %.3f ms on the GPU "
+                "from its first launch to its last; 'ms/step' is GPU time between events around each device "
+                "node, host time for the others\n", x->prof_steps, 1e3 * x->prof_step_s / steps,
+                1e3 * x->prof_step_gpu_s / steps);
+    fprintf(stderr, "  %-34s %-6s %6s %10s %10s %7s\n", "op", "place", "nodes", "ms/step", "host ms", "share");
+    double denom = x->prof == 1 ? x->prof_step_gpu_s : x->prof_step_s;
     bool *done = calloc(x->n_nodes, 1);
     for (;;) { /* groups by (op, place), largest first */
-        double best = -1.0;
+        double best = -1.0, hbest = 0.0;
         size_t bi = 0;
         for (size_t i = 0; i < x->n_nodes; i++) {
             cx_node *cn = &x->nodes[i];
             if ((done && done[i]) || !cn->prof_n) continue;
-            double t = 0.0;
+            double t = 0.0, h = 0.0;
             for (size_t k = i; k < x->n_nodes; k++)
-                if (x->nodes[k].place == cn->place && !strcmp(rt_node_op(&x->nodes[k].n), rt_node_op(&cn->n)))
-                    t += x->nodes[k].prof_s;
+                if (x->nodes[k].place == cn->place && !strcmp(rt_node_op(&x->nodes[k].n), rt_node_op(&cn->n))) {
+                    t += prof_t(x, &x->nodes[k]);
+                    h += x->nodes[k].prof_s;
+                }
             if (t > best) {
                 best = t;
+                hbest = h;
                 bi = i;
             }
         }
@@ -941,16 +964,18 @@ static void prof_report(cx_exec *x)
                 cnt++;
             }
         sum += best;
-        fprintf(stderr, "  %-34s %-6s %6zu %10.3f %6.1f%%\n", rt_node_op(&g->n), place_name(g->place), cnt,
-                1e3 * best / steps, 100.0 * best / x->prof_step_s);
+        hsum += hbest;
+        fprintf(stderr, "  %-34s %-6s %6zu %10.3f %10.3f %6.1f%%\n", rt_node_op(&g->n), place_name(g->place), cnt,
+                1e3 * best / steps, 1e3 * hbest / steps, denom > 0 ? 100.0 * best / denom : 0.0);
     }
-    fprintf(stderr, "  (nodes: %.3f ms a step)\n  slowest nodes:\n", 1e3 * sum / steps);
+    fprintf(stderr, "  (nodes: %.3f ms a step, %.3f ms of it on the host)\n  slowest nodes:\n", 1e3 * sum / steps,
+            1e3 * hsum / steps);
     for (int r = 0; r < 12 && done; r++) {
         double best = 0.0;
         size_t bi = SIZE_MAX;
         for (size_t i = 0; i < x->n_nodes; i++)
-            if (done[i] && x->nodes[i].prof_s > best) {
-                best = x->nodes[i].prof_s;
+            if (done[i] && prof_t(x, &x->nodes[i]) > best) {
+                best = prof_t(x, &x->nodes[i]);
                 bi = i;
             }
         if (bi == SIZE_MAX) break;
@@ -968,6 +993,38 @@ static void prof_report(cx_exec *x)
     free(done);
 }
 
+/* Events mode: the events of a node (created on first use); false when
+ * they cannot be made (the node is then timed on the host only). */
+static bool prof_events(cx_exec *x, cx_node *cn)
+{
+    if (cn->pev[0]) return true;
+    if (cudaEventCreate(&cn->pev[0]) != cudaSuccess || cudaEventCreate(&cn->pev[1]) != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (cn->pev[0]) cudaEventDestroy(cn->pev[0]);
+        cn->pev[0] = cn->pev[1] = NULL;
+        return false;
+    }
+    return true;
+}
+
+/* Events mode, end of a step: the stream drained, each node's event pair read. */
+static void prof_collect(cx_exec *x)
+{
+    if (cudaEventSynchronize(x->pstep[1]) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, x->pstep[0], x->pstep[1]) == cudaSuccess) x->prof_step_gpu_s += 1e-3 * ms;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *cn = &x->nodes[i];
+        if (!cn->prof_rec) continue;
+        cn->prof_rec = false;
+        if (cudaEventElapsedTime(&ms, cn->pev[0], cn->pev[1]) == cudaSuccess) cn->prof_gpu_s += 1e-3 * ms;
+    }
+    (void)cudaGetLastError();
+}
+
 static graft_status run_nodes(cx_exec *x, graft_error *err)
 {
     graft_status rc;
@@ -980,12 +1037,21 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
     x->n_fast_attn = 0;
     x->run_syncs = 0;
     bool prof = x->prof && x->placed && x->graph_step && !x->capturing;
+    if (prof && x->prof == 1 && !x->pstep[0]) {
+        if (cudaEventCreate(&x->pstep[0]) != cudaSuccess || cudaEventCreate(&x->pstep[1]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            x->prof = 2; /* no events: the synchronised mode */
+        }
+    }
     double step_t0 = prof ? prof_now(x) : 0.0;
+    if (prof && x->prof == 1) cudaEventRecord(x->pstep[0], x->stream);
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *cn = &x->nodes[i];
         if (cn->const_done) continue;
         if (!cn->place) place(x, cn);
         double t0 = prof ? prof_now(x) : 0.0;
+        bool ev = prof && x->prof == 1 && cn->place == CX_DEVICE && prof_events(x, cn);
+        if (ev) cudaEventRecord(cn->pev[0], x->stream);
         switch (cn->place) {
         case CX_VIEW: rc = run_view(x, cn, err); break;
         case CX_DEVICE:
@@ -1007,6 +1073,10 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
             }
             break;
         default: rc = run_host(x, cn, err); break;
+        }
+        if (ev) {
+            cudaEventRecord(cn->pev[1], x->stream);
+            cn->prof_rec = true;
         }
         if (prof) {
             cn->prof_s += prof_now(x) - t0;
@@ -1058,7 +1128,13 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
         if (x->up_shown >= 0) fputc('\n', stderr); /* the progress bar's line */
     }
     if (prof) {
-        x->prof_step_s += prof_now(x) - step_t0;
+        if (x->prof == 1) {
+            cudaEventRecord(x->pstep[1], x->stream);
+            x->prof_step_s += prof_now(x) - step_t0; /* host time: before waiting for the GPU */
+            prof_collect(x);
+        } else {
+            x->prof_step_s += prof_now(x) - step_t0;
+        }
         x->prof_steps++;
     }
     return GRAFT_OK;
