@@ -103,6 +103,17 @@ graft_status gcuda_rotary(const gcuda_rotary_args *a, gcuda_stream s, graft_erro
 graft_status gcuda_gemv_plan(int dtype, int64_t K, int64_t N, size_t *ws_bytes, graft_error *err);
 graft_status gcuda_gemv(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
                         size_t ws_bytes, gcuda_stream s, graft_error *err);
+/* The same with the geometry's knobs set (for the kernel bench's sweep):
+ * 16-byte rows in flight per thread (4 or 8), the blocks per SM that
+ * split-K aims at, the fewest rows a split takes. gcuda_gemv is
+ * {4, 4, 256}. */
+typedef struct gcuda_gemv_tune {
+    int unroll, blocks_per_sm, min_rows;
+} gcuda_gemv_tune;
+graft_status gcuda_gemv_tuned_plan(int dtype, int64_t K, int64_t N, const gcuda_gemv_tune *t, size_t *ws_bytes,
+                                   graft_error *err);
+graft_status gcuda_gemv_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
+                              size_t ws_bytes, const gcuda_gemv_tune *t, gcuda_stream s, graft_error *err);
 
 /* ------------------------------------------------------------ decode attention */
 

@@ -14,7 +14,7 @@
 #define GEMV_THREADS 256
 #define GEMV_MAX_SPLITS 64
 
-template <typename T, int V, int CT>
+template <typename T, int V, int CT, int U>
 __global__ void __launch_bounds__(GEMV_THREADS)
     gemv_kernel(const T *__restrict__ x, const T *__restrict__ W, T *__restrict__ y, float *__restrict__ ws,
                 unsigned *__restrict__ counters, int K, int N, int kchunk)
@@ -32,16 +32,16 @@ __global__ void __launch_bounds__(GEMV_THREADS)
         const T *wp = W + n0;
         int k = k0 + kg;
         if constexpr (V * sizeof(T) == 16) {
-            for (; k + 3 * KG < k1; k += 4 * KG) {
-                uint4 w[4];
-                float xv[4];
+            for (; k + (U - 1) * KG < k1; k += U * KG) {
+                uint4 w[U];
+                float xv[U];
 #pragma unroll
-                for (int u = 0; u < 4; u++) {
+                for (int u = 0; u < U; u++) {
                     w[u] = __ldg(reinterpret_cast<const uint4 *>(wp + (size_t)(k + u * KG) * N));
                     xv[u] = gc_f(x[k + u * KG]);
                 }
 #pragma unroll
-                for (int u = 0; u < 4; u++) {
+                for (int u = 0; u < U; u++) {
                     float f[V];
                     gc_unpack<T>(w[u], f);
 #pragma unroll
@@ -101,7 +101,13 @@ typedef struct gemv_geom {
     int splits, kchunk;
 } gemv_geom;
 
-static graft_status gemv_geometry(int dtype, int64_t K, int64_t N, int aligned, gemv_geom *g, graft_error *err)
+/* The default geometry's knobs (gcuda_gemv_tuned overrides them). */
+#define GEMV_UNROLL 4    /* 16-byte rows in flight per thread */
+#define GEMV_BPS 4       /* blocks per SM the split-K aims at */
+#define GEMV_MIN_ROWS 256 /* rows per split at least */
+
+static graft_status gemv_geometry(int dtype, int64_t K, int64_t N, int aligned, int bps, int min_rows, gemv_geom *g,
+                                  graft_error *err)
 {
     size_t es = gcuda_dtype_size(dtype);
     if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv: dtype %d not supported", dtype);
@@ -114,8 +120,8 @@ static graft_status gemv_geometry(int dtype, int64_t K, int64_t N, int aligned, 
     int sms;
     graft_status st = gcuda_sm_count(&sms, err);
     if (st) return st;
-    int64_t want = ((int64_t)4 * sms + g->tiles - 1) / g->tiles; /* about four blocks per SM */
-    int64_t maxk = K / 256 > 0 ? K / 256 : 1;                    /* at least 256 rows per split */
+    int64_t want = ((int64_t)bps * sms + g->tiles - 1) / g->tiles; /* about bps blocks per SM */
+    int64_t maxk = K / min_rows > 0 ? K / min_rows : 1;           /* at least min_rows rows per split */
     if (want > maxk) want = maxk;
     if (want > GEMV_MAX_SPLITS) want = GEMV_MAX_SPLITS;
     if (want < 1) want = 1;
@@ -130,25 +136,43 @@ static size_t gemv_ws_bytes(const gemv_geom *g, int64_t N)
     return (size_t)g->splits * (size_t)N * sizeof(float) + (size_t)g->tiles * sizeof(unsigned);
 }
 
-extern "C" graft_status gcuda_gemv_plan(int dtype, int64_t K, int64_t N, size_t *ws_bytes, graft_error *err)
+static graft_status gemv_plan_with(int dtype, int64_t K, int64_t N, int bps, int min_rows, size_t *ws_bytes,
+                                   graft_error *err)
 {
     /* the larger of the aligned and unaligned plans: valid for any pointers */
     gemv_geom a = {}, b = {};
-    graft_status st = gemv_geometry(dtype, K, N, 1, &a, err);
+    graft_status st = gemv_geometry(dtype, K, N, 1, bps, min_rows, &a, err);
     if (st) return st;
-    st = gemv_geometry(dtype, K, N, 0, &b, err);
+    st = gemv_geometry(dtype, K, N, 0, bps, min_rows, &b, err);
     if (st) return st;
     size_t x = gemv_ws_bytes(&a, N), z = gemv_ws_bytes(&b, N);
     *ws_bytes = x > z ? x : z;
     return GRAFT_OK;
 }
 
-extern "C" graft_status gcuda_gemv(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
-                                   size_t ws_bytes, gcuda_stream s, graft_error *err)
+extern "C" graft_status gcuda_gemv_plan(int dtype, int64_t K, int64_t N, size_t *ws_bytes, graft_error *err)
 {
+    return gemv_plan_with(dtype, K, N, GEMV_BPS, GEMV_MIN_ROWS, ws_bytes, err);
+}
+
+extern "C" graft_status gcuda_gemv_tuned_plan(int dtype, int64_t K, int64_t N, const gcuda_gemv_tune *t,
+                                              size_t *ws_bytes, graft_error *err)
+{
+    return gemv_plan_with(dtype, K, N, t->blocks_per_sm, t->min_rows, ws_bytes, err);
+}
+
+extern "C" graft_status gcuda_gemv_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
+                                         void *ws, size_t ws_bytes, const gcuda_gemv_tune *t, gcuda_stream s,
+                                         graft_error *err)
+{
+    if (t->unroll != 4 && t->unroll != 8)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_tuned: unroll %d (4 or 8)", t->unroll);
+    if (t->blocks_per_sm < 1 || t->min_rows < 1)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_tuned: blocks_per_sm %d, min_rows %d", t->blocks_per_sm,
+                          t->min_rows);
     gemv_geom g = {};
     int aligned = (uintptr_t)w % 16 == 0;
-    graft_status st = gemv_geometry(dtype, K, N, aligned, &g, err);
+    graft_status st = gemv_geometry(dtype, K, N, aligned, t->blocks_per_sm, t->min_rows, &g, err);
     if (st) return st;
     size_t need = gemv_ws_bytes(&g, N);
     if (need > ws_bytes || (need && !ws))
@@ -158,13 +182,23 @@ extern "C" graft_status gcuda_gemv(int dtype, const void *x, const void *w, void
     unsigned *counters = need ? (unsigned *)(part + (size_t)g.splits * N) : NULL;
     dim3 grid((unsigned)g.tiles, (unsigned)g.splits);
     GCUDA_DISPATCH(dtype, "gcuda_gemv", {
-        if (g.vec)
-            gemv_kernel<T, 16 / sizeof(T), 8><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, (const T *)w, (T *)y, part,
-                                                                          counters, (int)K, (int)N, g.kchunk);
+        if (g.vec && t->unroll == 8)
+            gemv_kernel<T, 16 / sizeof(T), 8, 8><<<grid, GEMV_THREADS, 0, s>>>(
+                (const T *)x, (const T *)w, (T *)y, part, counters, (int)K, (int)N, g.kchunk);
+        else if (g.vec)
+            gemv_kernel<T, 16 / sizeof(T), 8, 4><<<grid, GEMV_THREADS, 0, s>>>(
+                (const T *)x, (const T *)w, (T *)y, part, counters, (int)K, (int)N, g.kchunk);
         else
-            gemv_kernel<T, 1, 64><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, (const T *)w, (T *)y, part, counters,
-                                                              (int)K, (int)N, g.kchunk);
+            gemv_kernel<T, 1, 64, 4><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, (const T *)w, (T *)y, part, counters,
+                                                                 (int)K, (int)N, g.kchunk);
         GCUDA_CHECK_LAUNCH("gemv_kernel");
     });
     return GRAFT_OK;
+}
+
+extern "C" graft_status gcuda_gemv(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
+                                   size_t ws_bytes, gcuda_stream s, graft_error *err)
+{
+    static const gcuda_gemv_tune def = {GEMV_UNROLL, GEMV_BPS, GEMV_MIN_ROWS};
+    return gcuda_gemv_tuned(dtype, x, w, y, K, N, ws, ws_bytes, &def, s, err);
 }

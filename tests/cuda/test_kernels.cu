@@ -323,6 +323,18 @@ static void test_gemv(int dt, int K, int N)
         auto got = ddown(dt, dy, N);
         check("gemv", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, got, ref);
     }
+    /* the bench sweep's other geometries: eight rows in flight, more splits */
+    gcuda_gemv_tune tn = {8, 8, 128};
+    size_t wst;
+    CK(gcuda_gemv_tuned_plan(dt, K, N, &tn, &wst, &E));
+    void *ws2 = wst ? dalloc(wst) : NULL;
+    if (wst) CK(gcuda_memset(ws2, 0, wst, NULL, &E));
+    for (int rep = 0; rep < 2; rep++) {
+        CK(gcuda_fill_nan(dt, dy, N, NULL, &E));
+        CK(gcuda_gemv_tuned(dt, dx, dw, dy, K, N, ws2, wst, &tn, NULL, &E));
+        auto got = ddown(dt, dy, N);
+        check("gemv {8,8,128}", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, got, ref);
+    }
     release_all();
 }
 
@@ -757,7 +769,9 @@ static void bench(void)
     printf("\ndevice copy (cudaMemcpy D2D, 1 GiB, read + write): %.1f us, %.1f GB/s\n", cus, copy_gbs);
 
     const size_t rot_bytes = (size_t)512 << 20; /* rotate buffers over >= 512 MiB: well past the L2 */
-    int gemv_shapes[][2] = {{1536, 8960}, {8960, 1536}, {2048, 2048}, {4096, 4096}, {1536, 262144}};
+    /* E2B's layer shapes first (q 8x256 / 8x512, k/v 256, MLP 6144 / 12288, per-layer 256), then others */
+    int gemv_shapes[][2] = {{1536, 2048}, {1536, 4096}, {1536, 256},   {1536, 6144}, {6144, 1536}, {1536, 12288},
+                            {12288, 1536}, {1536, 8960}, {8960, 1536}, {4096, 4096}, {1536, 262144}};
     for (int dt : DTYPES) {
         size_t es = gcuda_dtype_size(dt);
         for (auto &sh : gemv_shapes) {
@@ -780,6 +794,25 @@ static void bench(void)
             double bytes = (double)wb + (double)(K + N) * es;
             double gbs = bytes / (us * 1e-6) / 1e9;
             rows.push_back({"gemv", fmt("K%d N%d", K, N), dt, us, gbs, gbs / copy_gbs});
+            /* the geometry sweep: the best of the knobs against the default */
+            gcuda_gemv_tune best = {4, 4, 256};
+            double best_us = us;
+            for (int un : {4, 8})
+                for (int bps : {2, 4, 8, 16})
+                    for (int mr : {64, 128, 256, 512}) {
+                        gcuda_gemv_tune tn = {un, bps, mr};
+                        size_t wst;
+                        CK(gcuda_gemv_tuned_plan(dt, K, N, &tn, &wst, &E));
+                        void *ws2 = wst ? dalloc(wst) : NULL;
+                        if (wst) CK(gcuda_memset(ws2, 0, wst, NULL, &E));
+                        double t = time_us([&](int i) {
+                            CK(gcuda_gemv_tuned(dt, x, W[i % copies], y, K, N, ws2, wst, &tn, NULL, &E));
+                        });
+                        if (t < best_us) best_us = t, best = tn;
+                    }
+            double bgbs = bytes / (best_us * 1e-6) / 1e9;
+            rows.push_back({"gemv best {unroll,bps,rows}", fmt("K%d N%d {%d,%d,%d}", K, N, best.unroll,
+                            best.blocks_per_sm, best.min_rows), dt, best_us, bgbs, bgbs / copy_gbs});
             release_all();
         }
     }
