@@ -13,7 +13,7 @@
 # on and off) and cpu, and prints a summary table last. Logs go to $OUT.
 set -u
 D=.devcarry-rt
-FIX="gemma4-mobius gemma4-mobius-cuda-f16 llama-builder-fp32 llama-builder-int4 llama-mobius mixed-heads qwen3-builder-fp32 qwen3-builder-int4 qwen3-mobius"
+FIX="gemma4-mobius gemma4-mobius-f16 gemma4-mobius-cuda-f16 llama-builder-fp32 llama-builder-int4 llama-mobius mixed-heads qwen3-builder-fp32 qwen3-builder-int4 qwen3-mobius"
 case "${1:-}" in
 prepare)
     B=${BUILD:-build/cudart}
