@@ -121,8 +121,13 @@ def main() -> int:
     shutil.rmtree(cp_dst, ignore_errors=True)
     mout = os.path.join(a.work, "pymerge")
     shutil.rmtree(mout, ignore_errors=True)
-    rows.append(("onnx.compose.merge_models + onnx.save", measure([a.python, "-c", MERGE, a.pipeline, mout],
-                                                                 a.merge_timeout)))
+    with open(os.path.join(a.pipeline, "genai_config.json"), encoding="utf-8") as f:
+        two_graphs = "embedding" in json.load(f).get("model", {})
+    if two_graphs:
+        rows.append(("onnx.compose.merge_models + onnx.save", measure([a.python, "-c", MERGE, a.pipeline, mout],
+                                                                     a.merge_timeout)))
+    else:
+        print("python merge: not applicable (a single decoder graph, nothing to merge)")
     cp_wall = rows[0][1]["wall_s"]
     lines = [f"pipeline {a.pipeline}: {size / 2**30:.2f} GiB; graft export {gsize / 2**30:.2f} GiB",
              "", "| tool | ok | wall s | x cp | peak RSS MB | note |", "|---|---|---:|---:|---:|---|"]
