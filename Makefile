@@ -5,6 +5,8 @@
 #   make test SANITIZE=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo            the main job on the committed default model
 #   make bench           benchmarks (bench/)
+#   make install         PREFIX=/usr/local (DESTDIR for staging): bin/graft,
+#                        lib/libgraft.a, include/graft*.h, lib/graft/libgraft_cuda.so
 #   make clean
 #
 # Modules add their own sources by living in their folder; extra test and
@@ -153,6 +155,17 @@ test: deps all $(TEST_TARGETS)
 	@echo "make test: all passed"
 
 bench: deps all $(BENCH_TARGETS)
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+.PHONY: install
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(GRAFT) $(DESTDIR)$(PREFIX)/bin/graft
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libgraft.a
+	install -m 644 include/graft.h include/graft_tokenizer.h $(DESTDIR)$(PREFIX)/include/
+	if [ -f $(BUILD)/libgraft_cuda.so ]; then install -d $(DESTDIR)$(PREFIX)/lib/graft && \
+		install -m 755 $(BUILD)/libgraft_cuda.so $(DESTDIR)$(PREFIX)/lib/graft/libgraft_cuda.so; fi
 
 clean:
 	rm -rf build

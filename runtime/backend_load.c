@@ -21,39 +21,44 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const rt_backend_vt *loaded;
 static char load_why[512];
 
-/* libgraft_cuda.so beside the running program, in path (PATH_MAX). */
-static int beside_program(char *path, size_t n)
+/* The directory of the running program, in dir (PATH_MAX). */
+static int program_dir(char *dir, size_t n)
 {
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ssize_t len = readlink("/proc/self/exe", dir, n - 1);
     if (len <= 0) return -1;
-    exe[len] = 0;
-    char *slash = strrchr(exe, '/');
+    dir[len] = 0;
+    char *slash = strrchr(dir, '/');
     if (!slash) return -1;
     *slash = 0;
-    int w = snprintf(path, n, "%s/libgraft_cuda.so", exe);
-    return w > 0 && (size_t)w < n ? 0 : -1;
+    return 0;
 }
 
+/* Where the library is looked for: $GRAFT_CUDA_LIB, else beside the
+ * program (the build tree), else ../lib/graft/ from it (make install). */
 static void load(void)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX], dir[PATH_MAX];
     const char *env = getenv("GRAFT_CUDA_LIB");
+    struct stat st;
     if (env && *env) {
         snprintf(path, sizeof path, "%s", env);
-    } else if (beside_program(path, sizeof path) != 0) {
-        snprintf(load_why, sizeof load_why, "cannot find the directory of the running program");
-        return;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        if (env && *env)
+        if (stat(path, &st) != 0) {
             snprintf(load_why, sizeof load_why, "GRAFT_CUDA_LIB=%.300s: not found", path);
-        else
+            return;
+        }
+    } else {
+        if (program_dir(dir, sizeof dir) != 0) {
+            snprintf(load_why, sizeof load_why, "cannot find the directory of the running program");
+            return;
+        }
+        snprintf(path, sizeof path, "%.3000s/libgraft_cuda.so", dir);
+        if (stat(path, &st) != 0) snprintf(path, sizeof path, "%.3000s/../lib/graft/libgraft_cuda.so", dir);
+        if (stat(path, &st) != 0) {
             snprintf(load_why, sizeof load_why,
-                     "this build of graft has no CUDA runtime (%.300s: not found; nvcc was not on PATH "
-                     "when it was built)", path);
-        return;
+                     "this build of graft has no CUDA runtime (no libgraft_cuda.so beside %.200s or in "
+                     "../lib/graft/: built without nvcc on PATH, or with SANITIZE=1)", dir);
+            return;
+        }
     }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
