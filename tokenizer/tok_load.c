@@ -238,35 +238,50 @@ static tj_val *get_array(ld *L, const tj_val *o, const char *key, const char *pa
 
 /* ------------------------------------------------------------ normalizers */
 
-static tok_norm *load_norm(ld *L, const tj_val *o, const char *path, int depth)
+/* What every component loader starts with: its "type" (NULL: the error
+ * is set), the nesting bound, and a zeroed struct of `size` bytes. */
+static void *comp_new(ld *L, const tj_val *o, const char *path, const char *what, int depth, size_t size,
+                      const char **type)
 {
-    const char *t = get_type(L, o, path, "normalizer");
-    tok_norm *nm;
-    const char *s;
-    size_t n;
-    if (!t) return NULL;
+    *type = get_type(L, o, path, what);
+    if (!*type) return NULL;
     if (depth > TOK_MAX_DEPTH) {
         fail(L, GRAFT_EINVAL, path, "components nested too deeply");
         return NULL;
     }
-    nm = calloc(1, sizeof *nm);
-    if (!nm) {
-        oom(L);
-        return NULL;
-    }
+    void *c = calloc(1, size);
+    if (!c) oom(L);
+    return c;
+}
+
+/* A "Sequence" component: the array at KEY loaded element by element with
+ * LOAD one level deeper into C->subs / C->nsubs; jumps to fail (the error
+ * set) or nomem. */
+#define COMP_SEQUENCE(L, o, path, key, depth, LOAD, C)                                \
+    do {                                                                              \
+        tj_val *a_ = get_array(L, o, key, path);                                      \
+        if (!a_) goto fail;                                                           \
+        (C)->subs = calloc(tj_size(a_) + 1, sizeof *(C)->subs);                       \
+        if (!(C)->subs) goto nomem;                                                   \
+        for (size_t i_ = 0; i_ < tj_size(a_); i_++) {                                 \
+            char sub_[256];                                                           \
+            snprintf(sub_, sizeof sub_, "%s." key "[%zu]", path, i_);                 \
+            (C)->subs[i_] = LOAD(L, tj_at(a_, i_), sub_, (depth) + 1);                \
+            if (!(C)->subs[i_]) goto fail;                                            \
+            (C)->nsubs++;                                                             \
+        }                                                                             \
+    } while (0)
+
+static tok_norm *load_norm(ld *L, const tj_val *o, const char *path, int depth)
+{
+    const char *t;
+    tok_norm *nm = comp_new(L, o, path, "normalizer", depth, sizeof *nm, &t);
+    const char *s;
+    size_t n;
+    if (!nm) return NULL;
     if (strcmp(t, "Sequence") == 0) {
-        tj_val *a = get_array(L, o, "normalizers", path);
-        if (!a) goto fail;
         nm->type = TOK_NORM_SEQUENCE;
-        nm->subs = calloc(tj_size(a) + 1, sizeof *nm->subs);
-        if (!nm->subs) goto nomem;
-        for (size_t i = 0; i < tj_size(a); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);
-            nm->subs[i] = load_norm(L, tj_at(a, i), sub, depth + 1);
-            if (!nm->subs[i]) goto fail;
-            nm->nsubs++;
-        }
+        COMP_SEQUENCE(L, o, path, "normalizers", depth, load_norm, nm);
     } else if (strcmp(t, "NFC") == 0) nm->type = TOK_NORM_NFC;
     else if (strcmp(t, "NFD") == 0) nm->type = TOK_NORM_NFD;
     else if (strcmp(t, "NFKC") == 0) nm->type = TOK_NORM_NFKC;
@@ -328,33 +343,14 @@ fail:
 
 static tok_pre *load_pre(ld *L, const tj_val *o, const char *path, int depth)
 {
-    const char *t = get_type(L, o, path, "pre-tokenizer");
-    tok_pre *p;
+    const char *t;
+    tok_pre *p = comp_new(L, o, path, "pre-tokenizer", depth, sizeof *p, &t);
     char where[300];
-    if (!t) return NULL;
-    if (depth > TOK_MAX_DEPTH) {
-        fail(L, GRAFT_EINVAL, path, "components nested too deeply");
-        return NULL;
-    }
-    p = calloc(1, sizeof *p);
-    if (!p) {
-        oom(L);
-        return NULL;
-    }
+    if (!p) return NULL;
     snprintf(where, sizeof where, "%s: %s", L->tok->name, path);
     if (strcmp(t, "Sequence") == 0) {
-        tj_val *a = get_array(L, o, "pretokenizers", path);
-        if (!a) goto fail;
         p->type = TOK_PRE_SEQUENCE;
-        p->subs = calloc(tj_size(a) + 1, sizeof *p->subs);
-        if (!p->subs) goto nomem;
-        for (size_t i = 0; i < tj_size(a); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", path, i);
-            p->subs[i] = load_pre(L, tj_at(a, i), sub, depth + 1);
-            if (!p->subs[i]) goto fail;
-            p->nsubs++;
-        }
+        COMP_SEQUENCE(L, o, path, "pretokenizers", depth, load_pre, p);
     } else if (strcmp(t, "ByteLevel") == 0) {
         p->type = TOK_PRE_BYTE_LEVEL;
         if (!get_bool(L, o, "add_prefix_space", path, true, &p->add_prefix_space) ||
@@ -413,34 +409,15 @@ fail:
 
 static tok_dec *load_dec(ld *L, const tj_val *o, const char *path, int depth)
 {
-    const char *t = get_type(L, o, path, "decoder");
-    tok_dec *d;
+    const char *t;
+    tok_dec *d = comp_new(L, o, path, "decoder", depth, sizeof *d, &t);
     const char *s;
     size_t n;
     long long v;
-    if (!t) return NULL;
-    if (depth > TOK_MAX_DEPTH) {
-        fail(L, GRAFT_EINVAL, path, "components nested too deeply");
-        return NULL;
-    }
-    d = calloc(1, sizeof *d);
-    if (!d) {
-        oom(L);
-        return NULL;
-    }
+    if (!d) return NULL;
     if (strcmp(t, "Sequence") == 0) {
-        tj_val *a = get_array(L, o, "decoders", path);
-        if (!a) goto fail;
         d->type = TOK_DEC_SEQUENCE;
-        d->subs = calloc(tj_size(a) + 1, sizeof *d->subs);
-        if (!d->subs) goto nomem;
-        for (size_t i = 0; i < tj_size(a); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.decoders[%zu]", path, i);
-            d->subs[i] = load_dec(L, tj_at(a, i), sub, depth + 1);
-            if (!d->subs[i]) goto fail;
-            d->nsubs++;
-        }
+        COMP_SEQUENCE(L, o, path, "decoders", depth, load_dec, d);
     } else if (strcmp(t, "ByteLevel") == 0) d->type = TOK_DEC_BYTE_LEVEL;
     else if (strcmp(t, "ByteFallback") == 0) d->type = TOK_DEC_BYTE_FALLBACK;
     else if (strcmp(t, "Fuse") == 0) d->type = TOK_DEC_FUSE;
@@ -935,31 +912,12 @@ static bool get_tok_pair(ld *L, const tj_val *o, const char *key, const char *pa
 
 static tok_post *load_post(ld *L, const tj_val *o, const char *path, int depth)
 {
-    const char *t = get_type(L, o, path, "post-processor");
-    tok_post *p;
-    if (!t) return NULL;
-    if (depth > TOK_MAX_DEPTH) {
-        fail(L, GRAFT_EINVAL, path, "components nested too deeply");
-        return NULL;
-    }
-    p = calloc(1, sizeof *p);
-    if (!p) {
-        oom(L);
-        return NULL;
-    }
+    const char *t;
+    tok_post *p = comp_new(L, o, path, "post-processor", depth, sizeof *p, &t);
+    if (!p) return NULL;
     if (strcmp(t, "Sequence") == 0) {
-        tj_val *a = get_array(L, o, "processors", path);
-        if (!a) goto fail;
         p->type = TOK_POST_SEQUENCE;
-        p->subs = calloc(tj_size(a) + 1, sizeof *p->subs);
-        if (!p->subs) goto nomem;
-        for (size_t i = 0; i < tj_size(a); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.processors[%zu]", path, i);
-            p->subs[i] = load_post(L, tj_at(a, i), sub, depth + 1);
-            if (!p->subs[i]) goto fail;
-            p->nsubs++;
-        }
+        COMP_SEQUENCE(L, o, path, "processors", depth, load_post, p);
     } else if (strcmp(t, "ByteLevel") == 0) p->type = TOK_POST_BYTE_LEVEL;
     else if (strcmp(t, "RobertaProcessing") == 0 || strcmp(t, "BertProcessing") == 0) {
         p->type = TOK_POST_ROBERTA;
