@@ -523,6 +523,35 @@ __attribute__((target("avx2,fma"))) static void ukr3_avx2(int64_t kc, const floa
 #endif
 
 #ifdef K_X86
+/* The micro-kernels' store: C[r][0, nr) = alpha * acc[r] (store) or
+ * += alpha * acc[r], for r < mr. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void ukr_store_avx2(__m256 rows[][2], float *C,
+                                                                                     int64_t ldc, float alpha,
+                                                                                     int mr, int nr, int store)
+{
+    __m256 va = _mm256_set1_ps(alpha);
+    if (nr == NR && store) {
+        for (int r = 0; r < mr; r++) {
+            float *c = C + r * ldc;
+            _mm256_storeu_ps(c, _mm256_mul_ps(va, rows[r][0]));
+            _mm256_storeu_ps(c + 8, _mm256_mul_ps(va, rows[r][1]));
+        }
+    } else if (nr == NR) {
+        for (int r = 0; r < mr; r++) {
+            float *c = C + r * ldc;
+            _mm256_storeu_ps(c, _mm256_fmadd_ps(va, rows[r][0], _mm256_loadu_ps(c)));
+            _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(va, rows[r][1], _mm256_loadu_ps(c + 8)));
+        }
+    } else {
+        float tmp[NR];
+        for (int r = 0; r < mr; r++) {
+            _mm256_storeu_ps(tmp, rows[r][0]);
+            _mm256_storeu_ps(tmp + 8, rows[r][1]);
+            for (int c = 0; c < nr; c++) C[r * ldc + c] = alpha * tmp[c] + (store ? 0.0f : C[r * ldc + c]);
+        }
+    }
+}
+
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *Ap, const float *Bp, float *C,
                                                          int64_t ldc, float alpha, int mr, int nr, int store)
 {
@@ -559,28 +588,8 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         Ap += MR;
         Bp += NR;
     }
-    __m256 va = _mm256_set1_ps(alpha);
     __m256 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    if (nr == NR && store) {
-        for (int r = 0; r < mr; r++) {
-            float *c = C + r * ldc;
-            _mm256_storeu_ps(c, _mm256_mul_ps(va, rows[r][0]));
-            _mm256_storeu_ps(c + 8, _mm256_mul_ps(va, rows[r][1]));
-        }
-    } else if (nr == NR) {
-        for (int r = 0; r < mr; r++) {
-            float *c = C + r * ldc;
-            _mm256_storeu_ps(c, _mm256_fmadd_ps(va, rows[r][0], _mm256_loadu_ps(c)));
-            _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(va, rows[r][1], _mm256_loadu_ps(c + 8)));
-        }
-    } else {
-        float tmp[NR];
-        for (int r = 0; r < mr; r++) {
-            _mm256_storeu_ps(tmp, rows[r][0]);
-            _mm256_storeu_ps(tmp + 8, rows[r][1]);
-            for (int c = 0; c < nr; c++) C[r * ldc + c] = alpha * tmp[c] + (store ? 0.0f : C[r * ldc + c]);
-        }
-    }
+    ukr_store_avx2(rows, C, ldc, alpha, mr, nr, store);
 }
 #endif
 
@@ -626,28 +635,8 @@ __attribute__((target("avx2,fma"))) static void ukr_rows_avx2(int64_t kc, const 
         c51 = _mm256_fmadd_ps(a, b1, c51);
         Bp += NR;
     }
-    __m256 va = _mm256_set1_ps(alpha);
     __m256 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    if (nr == NR && store) {
-        for (int r = 0; r < mr; r++) {
-            float *c = C + r * ldc;
-            _mm256_storeu_ps(c, _mm256_mul_ps(va, rows[r][0]));
-            _mm256_storeu_ps(c + 8, _mm256_mul_ps(va, rows[r][1]));
-        }
-    } else if (nr == NR) {
-        for (int r = 0; r < mr; r++) {
-            float *c = C + r * ldc;
-            _mm256_storeu_ps(c, _mm256_fmadd_ps(va, rows[r][0], _mm256_loadu_ps(c)));
-            _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(va, rows[r][1], _mm256_loadu_ps(c + 8)));
-        }
-    } else {
-        float tmp[NR];
-        for (int r = 0; r < mr; r++) {
-            _mm256_storeu_ps(tmp, rows[r][0]);
-            _mm256_storeu_ps(tmp + 8, rows[r][1]);
-            for (int c = 0; c < nr; c++) C[r * ldc + c] = alpha * tmp[c] + (store ? 0.0f : C[r * ldc + c]);
-        }
-    }
+    ukr_store_avx2(rows, C, ldc, alpha, mr, nr, store);
 }
 #endif
 
