@@ -3,7 +3,7 @@
 onnxruntime-genai's model builder (fp32, CPU), with seeded random weights,
 using only onnx + numpy (no torch/transformers).
 
-    .venv/bin/python bench/make_llama100m.py OUT_DIR [--template tests/fixtures/llama-builder-fp32]
+    .venv/bin/python bench/make_llama100m.py OUT_DIR [--template tests/fixtures/llama-builder-fp32] [--dtype f16]
 
 The graph has the builder's shape exactly (see the template fixture, which the
 real builder wrote): Gather embedding, SimplifiedLayerNormalization, one packed
@@ -37,6 +37,8 @@ def main() -> int:
     ap.add_argument("--template", default="tests/fixtures/llama-builder-fp32")
     ap.add_argument("--seed", type=int, default=100)
     ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--dtype", choices=["f32", "f16"], default="f32",
+                    help="f16: every float initializer, input and output in fp16 (the builder's -p fp16 kind)")
     a = ap.parse_args()
 
     H, L, NH, NKV, HD, FF, V, CTX = 768, a.layers, 12, 4, 64, 2048, 16384, 2048
@@ -148,6 +150,13 @@ def main() -> int:
     outs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", "sequence_length", V])]
     for i in range(L):
         outs += [kvo(f"present.{i}.key"), kvo(f"present.{i}.value")]
+    if a.dtype == "f16":  # weights, caches, norms, KV and logits in fp16; the graph is otherwise the same
+        for k, t in enumerate(inits):
+            if t.data_type == TensorProto.FLOAT:
+                inits[k] = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name)
+        for v in ins + outs:
+            if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+                v.type.tensor_type.elem_type = TensorProto.FLOAT16
     graph = helper.make_graph(nodes, "main_graph", ins, outs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22),
                                                     helper.make_opsetid("com.microsoft", 1)],

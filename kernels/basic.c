@@ -273,6 +273,46 @@ static int fbin_form(const rt_tensor *x, const int64_t *sx, const rt_tensor *o, 
     return 0;
 }
 
+static _Thread_local k_buf tl_half[3];
+
+/* The vector path of binary_run over float arrays A, B (the operands' data
+ * or their fp32 copies) into O: 1 when the operands' forms allow it (then
+ * O is written), 0 otherwise (nothing written). */
+static int fbin_float(int op, const rt_tensor *a, const int64_t *sa, const float *A, const rt_tensor *b,
+                      const int64_t *sb, const float *B, const rt_tensor *o, float *O)
+{
+    int ro = o->rank;
+    fbin_job j = {op, A, B, 0, 0, 0, 0, O, 0, o->dims[ro - 1], 0};
+    j.R = (int64_t)o->numel / j.D;
+    if (!fbin_form(a, sa, o, j.D, &j.ars, &j.acs) || !fbin_form(b, sb, o, j.D, &j.brs, &j.bcs)) return 0;
+    if (j.acs == 1 && j.bcs == 1 && j.ars == j.D && j.brs == j.D) { /* both full: one long row */
+        j.D = (int64_t)o->numel, j.R = 1, j.ars = j.brs = 0;
+        int64_t ch = (j.D + BIN_CHUNK - 1) / BIN_CHUNK;
+        if (ch >= 16 && k_threads() > 1) { /* chunks as rows of BIN_CHUNK (below 64K: a wake-up costs more) */
+            j.R = ch;
+            j.D = BIN_CHUNK;
+            j.ars = j.brs = BIN_CHUNK;
+            if ((int64_t)o->numel % BIN_CHUNK) { /* the ragged tail on this thread */
+                j.R = ch - 1;
+                fbin_job t = j;
+                t.a += j.R * BIN_CHUNK, t.b += j.R * BIN_CHUNK, t.o += j.R * BIN_CHUNK;
+                t.D = (int64_t)o->numel - j.R * BIN_CHUNK, t.R = 1;
+                fbin_rows(&t, 0, 1);
+            }
+            j.rows_per_task = 1;
+            k_parallel_for(j.R, fbin_task, &j);
+            return 1;
+        }
+        fbin_rows(&j, 0, 1);
+        return 1;
+    }
+    j.rows_per_task = BIN_CHUNK / j.D > 1 ? BIN_CHUNK / j.D : 1;
+    if ((int64_t)o->numel >= 16 * BIN_CHUNK && k_threads() > 1)
+        k_parallel_for((j.R + j.rows_per_task - 1) / j.rows_per_task, fbin_task, &j);
+    else fbin_rows(&j, 0, j.R);
+    return 1;
+}
+
 static graft_status binary_run(rt_node *n, int op, graft_error *err)
 {
     rt_tensor *a = rt_in(n, 0), *b = rt_in(n, 1);
@@ -288,36 +328,27 @@ static graft_status binary_run(rt_node *n, int op, graft_error *err)
     k_bstrides(b->rank, b->dims, ro, dout, sb);
     rt_tensor *o = rt_out(n, 0, a->dtype, ro, dout, err);
     if (!o) return err->code;
-    if (a->dtype == GRAFT_DTYPE_FLOAT && o->numel && ro >= 1) {
-        fbin_job j = {op, a->data, b->data, 0, 0, 0, 0, o->data, 0, o->dims[ro - 1], 0};
-        j.R = (int64_t)o->numel / j.D;
-        if (fbin_form(a, sa, o, j.D, &j.ars, &j.acs) && fbin_form(b, sb, o, j.D, &j.brs, &j.bcs)) {
-            if (j.acs == 1 && j.bcs == 1 && j.ars == j.D && j.brs == j.D) { /* both full: one long row */
-                j.D = (int64_t)o->numel, j.R = 1, j.ars = j.brs = 0;
-                int64_t ch = (j.D + BIN_CHUNK - 1) / BIN_CHUNK;
-                if (ch >= 16 && k_threads() > 1) { /* chunks as rows of BIN_CHUNK (below 64K: a wake-up costs more) */
-                    j.R = ch;
-                    j.D = BIN_CHUNK;
-                    j.ars = j.brs = BIN_CHUNK;
-                    if ((int64_t)o->numel % BIN_CHUNK) { /* the ragged tail on this thread */
-                        j.R = ch - 1;
-                        fbin_job t = j;
-                        t.a += j.R * BIN_CHUNK, t.b += j.R * BIN_CHUNK, t.o += j.R * BIN_CHUNK;
-                        t.D = (int64_t)o->numel - j.R * BIN_CHUNK, t.R = 1;
-                        fbin_rows(&t, 0, 1);
-                    }
-                    j.rows_per_task = 1;
-                    k_parallel_for(j.R, fbin_task, &j);
-                    return GRAFT_OK;
-                }
-                fbin_rows(&j, 0, 1);
+    if (a->dtype == GRAFT_DTYPE_FLOAT && o->numel && ro >= 1 &&
+        fbin_float(op, a, sa, a->data, b, sb, b->data, o, o->data))
+        return GRAFT_OK;
+    /* fp16/bf16: widened to fp32 copies (vector conversions), the float
+     * path, narrowed back: the per-element arithmetic of HALF_OPS. The
+     * copies live in buffers shared by every binary node of the thread
+     * (nodes run one at a time), not per node. */
+    if ((a->dtype == GRAFT_DTYPE_FLOAT16 || a->dtype == GRAFT_DTYPE_BFLOAT16) && o->numel >= 64 && ro >= 1) {
+        int64_t rs, cs;
+        int64_t D = o->dims[ro - 1];
+        if (fbin_form(a, sa, o, D, &rs, &cs) && fbin_form(b, sb, o, D, &rs, &cs)) {
+            float *A = k_buf_get(&tl_half[0], (size_t)a->numel * sizeof(float));
+            float *B = k_buf_get(&tl_half[1], (size_t)b->numel * sizeof(float));
+            float *O = k_buf_get(&tl_half[2], (size_t)o->numel * sizeof(float));
+            if (!A || !B || !O) return rt_err(n, err, GRAFT_ENOMEM, "out of memory for fp32 copies");
+            k_to_f32(a->dtype, a->data, A, (size_t)a->numel);
+            k_to_f32(b->dtype, b->data, B, (size_t)b->numel);
+            if (fbin_float(op, a, sa, A, b, sb, B, o, O)) {
+                k_from_f32(o->dtype, O, o->data, (size_t)o->numel);
                 return GRAFT_OK;
             }
-            j.rows_per_task = BIN_CHUNK / j.D > 1 ? BIN_CHUNK / j.D : 1;
-            if ((int64_t)o->numel >= 16 * BIN_CHUNK && k_threads() > 1)
-                k_parallel_for((j.R + j.rows_per_task - 1) / j.rows_per_task, fbin_task, &j);
-            else fbin_rows(&j, 0, j.R);
-            return GRAFT_OK;
         }
     }
     switch (a->dtype) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define K_X86 1
 #endif
@@ -206,6 +207,41 @@ void k_buf_free(k_buf *b)
 
 /* ------------------------------------------------------------ conversions */
 
+#ifdef K_X86
+static int have_avx2(void);
+static int have_f16c(void);
+
+/* fp16 -> fp32 eight at a time (vcvtph2ps: exact, as rt_f16_to_f32);
+ * returns how many were converted (a multiple of 8). */
+__attribute__((target("avx2,f16c"))) static size_t f16_to_f32_f16c(const uint16_t *s, float *d, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    return i;
+}
+
+/* fp32 -> fp16 eight at a time, round to nearest even (vcvtps2ph, as
+ * rt_f32_to_f16 for every number; a NaN keeps more of its payload). */
+__attribute__((target("avx2,f16c"))) static size_t f32_to_f16_f16c(const float *s, uint16_t *d, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    return i;
+}
+
+/* bf16 -> fp32 eight at a time (the 16 bits shifted up, as rt_bf16_to_f32). */
+__attribute__((target("avx2"))) static size_t bf16_to_f32_avx2(const uint16_t *s, float *d, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+        _mm256_storeu_ps(d + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    return i;
+}
+#endif
+
 int k_is_float(int dtype)
 {
     return dtype == GRAFT_DTYPE_FLOAT || dtype == GRAFT_DTYPE_FLOAT16 || dtype == GRAFT_DTYPE_BFLOAT16 ||
@@ -220,12 +256,20 @@ int k_to_f32(int dtype, const void *src, float *dst, size_t n)
         return 1;
     case GRAFT_DTYPE_FLOAT16: {
         const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = rt_f16_to_f32(s[i]);
+        size_t i = 0;
+#ifdef K_X86
+        if (have_f16c()) i = f16_to_f32_f16c(s, dst, n);
+#endif
+        for (; i < n; i++) dst[i] = rt_f16_to_f32(s[i]);
         return 1;
     }
     case GRAFT_DTYPE_BFLOAT16: {
         const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = rt_bf16_to_f32(s[i]);
+        size_t i = 0;
+#ifdef K_X86
+        if (have_avx2()) i = bf16_to_f32_avx2(s, dst, n);
+#endif
+        for (; i < n; i++) dst[i] = rt_bf16_to_f32(s[i]);
         return 1;
     }
     case GRAFT_DTYPE_DOUBLE: {
@@ -245,7 +289,11 @@ int k_from_f32(int dtype, const float *src, void *dst, size_t n)
         return 1;
     case GRAFT_DTYPE_FLOAT16: {
         uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = rt_f32_to_f16(src[i]);
+        size_t i = 0;
+#ifdef K_X86
+        if (have_f16c()) i = f32_to_f16_f16c(src, d, n);
+#endif
+        for (; i < n; i++) d[i] = rt_f32_to_f16(src[i]);
         return 1;
     }
     case GRAFT_DTYPE_BFLOAT16: {
@@ -281,6 +329,21 @@ static int have_avx2(void)
 }
 
 int k_have_avx2(void) { return have_avx2(); }
+
+/* AVX2 and F16C (vcvtph2ps: fp16 widened in registers; CPUID.1:ECX bit 29). */
+static int have_f16c(void)
+{
+#ifdef K_X86
+    static int v = -1;
+    if (v < 0) {
+        unsigned a, b, c, d;
+        v = have_avx2() && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+    }
+    return v;
+#else
+    return 0;
+#endif
+}
 
 /* ------------------------------------------------------------ vector helpers */
 
@@ -649,6 +712,8 @@ typedef struct gemm_job {
     float *C;
     const float *Apack; /* all of A, packed; NULL: the micro-kernel reads A in place (row-major, AVX2) */
     const float *Bpre;  /* all of B, prepacked (k_bpack layout) or NULL */
+    const uint16_t *Bpre16; /* ... or prepacked in 16 bits (dtype hdt), widened a slice at a time */
+    int hdt;
     int64_t Np;         /* prepacked B: columns padded to NR */
     int64_t nbw, n_nblocks, n_mchunks, mchunk; /* column block width, blocks, row chunks */
     _Atomic int nomem; /* a task could not allocate its B panel scratch */
@@ -730,6 +795,35 @@ static void pack_b(const gemm_job *j, int64_t k0, int64_t kc, int64_t n0, int64_
     }
 }
 
+#ifdef K_X86
+__attribute__((target("avx2,fma,f16c"))) static void widen16_avx2(int hdt, const uint16_t *src, float *dst,
+                                                                   int64_t n)
+{
+    int64_t i = 0;
+    if (hdt == GRAFT_DTYPE_FLOAT16) {
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    } else {
+        for (; i + 8 <= n; i += 8) {
+            __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+        }
+    }
+    if (i < n) k_to_f32(hdt, src + i, dst + i, (size_t)(n - i));
+}
+#endif
+
+/* n 16-bit values (fp16 or bf16) as floats. */
+static void widen16(int hdt, const uint16_t *src, float *dst, int64_t n)
+{
+#ifdef K_X86
+    if (have_f16c()) {
+        widen16_avx2(hdt, src, dst, n);
+        return;
+    }
+#endif
+    k_to_f32(hdt, src, dst, (size_t)n);
+}
+
 static void gemm_task(void *ctx, int64_t t)
 {
     gemm_job *j = ctx;
@@ -758,6 +852,7 @@ static void gemm_task(void *ctx, int64_t t)
     for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
         int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
         if (j->Bpre) Bp = (float *)j->Bpre + k0 * j->Np + n0 * kc;
+        else if (j->Bpre16) widen16(j->hdt, j->Bpre16 + k0 * j->Np + n0 * kc, Bp, kc * nbp); /* panels are contiguous */
         else pack_b(j, k0, kc, n0, nb, Bp);
         const float *Ablk = j->Apack ? j->Apack + k0 * Mp : NULL; /* slice k0: Mp x kc, panels of MR */
         for (int64_t mb = m_lo; mb < m_hi; mb += MC) {
@@ -951,12 +1046,14 @@ static int sgemv(int transA, int transB, int64_t N, int64_t K, float alpha, cons
     return 0;
 }
 
-/* The blocked GEMM (M > 1): B either packed per task from B, or Bpre (k_bpack layout, Np). */
+/* The blocked GEMM (M > 1): B either packed per task from B, or prepacked
+ * (k_bpack layout, Np): Bpre in fp32 or Bpre16 in 16 bits (dtype hdt). */
 static int gemm_blocked(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                        const float *Bpre, int64_t Np)
+                        const float *Bpre, const uint16_t *Bpre16, int hdt, int64_t Np)
 {
-    gemm_job j = {transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, NULL, Bpre, Np, 0, 0, 0, 0, 0};
+    gemm_job j = {transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, NULL, Bpre, Bpre16, hdt, Np,
+                  0, 0, 0, 0, 0};
     int64_t Mp = (M + MR - 1) / MR * MR;
     /* A read in place by the micro-kernel when small (measured: +13% on
      * 128 x 64 products; packing wins on 128 x 768 and larger) */
@@ -1022,7 +1119,7 @@ int k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha
         return 0;
     }
     if (M == 1) return sgemv(transA, transB, N, K, alpha, A, lda, B, ldb, beta, C);
-    return gemm_blocked(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, 0);
+    return gemm_blocked(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL, 0, 0);
 }
 
 /* ------------------------------------------------------------ prepacked B */
@@ -1032,10 +1129,35 @@ int k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha
 int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N)
 {
     int64_t Np = (N + NR - 1) / NR * NR;
+    if (!k_is_float(dtype)) return 0;
+    if ((dtype == GRAFT_DTYPE_FLOAT16 || dtype == GRAFT_DTYPE_BFLOAT16) && have_f16c()) {
+        uint16_t *h = k_buf_get(&pb->buf, (size_t)(K * Np) * sizeof(uint16_t));
+        if (!h) return 0;
+        const uint16_t *src = B;
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            int64_t kc = K - k0 < KC ? K - k0 : KC;
+            for (int64_t k = 0; k < kc; k++) {
+                const uint16_t *row = src + (size_t)((k0 + k) * N);
+                for (int64_t c0 = 0; c0 < N; c0 += NR) {
+                    int64_t nr = N - c0 < NR ? N - c0 : NR;
+                    uint16_t *d = h + k0 * Np + c0 * kc + k * NR;
+                    memcpy(d, row + c0, (size_t)nr * sizeof(uint16_t));
+                    memset(d + nr, 0, (size_t)(NR - nr) * sizeof(uint16_t)); /* +0.0 in both */
+                }
+            }
+        }
+        pb->p = NULL;
+        pb->h = h;
+        pb->hdt = dtype;
+        pb->K = K;
+        pb->N = N;
+        pb->Np = Np;
+        return 1;
+    }
     size_t es = dtype == GRAFT_DTYPE_DOUBLE ? 8 : dtype == GRAFT_DTYPE_FLOAT ? 4 : 2;
     float *p = k_buf_get(&pb->buf, (size_t)(K * Np) * sizeof(float));
     float row[NR];
-    if (!p || !k_is_float(dtype)) return 0;
+    if (!p) return 0;
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
         int64_t kc = K - k0 < KC ? K - k0 : KC;
         for (int64_t k = 0; k < kc; k++) {
@@ -1049,6 +1171,7 @@ int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N)
         }
     }
     pb->p = p;
+    pb->h = NULL;
     pb->K = K;
     pb->N = N;
     pb->Np = Np;
@@ -1073,6 +1196,7 @@ int k_bpack_init_t(k_bpack *pb, const float *Bt, int64_t K, int64_t N)
         }
     }
     pb->p = p;
+    pb->h = NULL;
     pb->K = K;
     pb->N = N;
     pb->Np = Np;
@@ -1083,6 +1207,7 @@ void k_bpack_free(k_bpack *pb)
 {
     k_buf_free(&pb->buf);
     pb->p = NULL;
+    pb->h = NULL;
     pb->K = pb->N = pb->Np = 0;
 }
 
@@ -1090,6 +1215,8 @@ typedef struct pgemv_job {
     const float *x, *P;
     float *y;
     int64_t K, N, Np, per; /* panels per task */
+    const uint16_t *H;     /* 16-bit panels (dtype hdt) instead of P, or NULL */
+    int hdt;
 } pgemv_job;
 
 #ifdef K_X86
@@ -1139,6 +1266,66 @@ __attribute__((target("avx2,fma"))) static void pgemv_avx2(const pgemv_job *j, i
 }
 #endif
 
+#ifdef K_X86
+/* pgemv_avx2 on 16-bit panels: the same FMA chain on the same widened values. */
+#define PGEMV16(NAME, LOAD)                                                                                    \
+    __attribute__((target("avx2,fma,f16c"))) static void NAME(const pgemv_job *j, int64_t p0, int64_t p1,      \
+                                                              float *y)                                        \
+    {                                                                                                          \
+        int64_t p = p0;                                                                                        \
+        for (; p + 4 <= p1; p += 4) {                                                                          \
+            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),               \
+                   a3 = _mm256_setzero_ps(), a4 = _mm256_setzero_ps(), a5 = _mm256_setzero_ps(),               \
+                   a6 = _mm256_setzero_ps(), a7 = _mm256_setzero_ps();                                         \
+            for (int64_t k0 = 0; k0 < j->K; k0 += KC) {                                                        \
+                int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;                                                  \
+                const uint16_t *b0 = j->H + k0 * j->Np + p * kc * NR, *b1 = b0 + kc * NR, *b2 = b1 + kc * NR,  \
+                               *b3 = b2 + kc * NR;                                                             \
+                const float *x = j->x + k0;                                                                    \
+                for (int64_t k = 0; k < kc; k++) {                                                             \
+                    __m256 xv = _mm256_broadcast_ss(x + k);                                                    \
+                    a0 = _mm256_fmadd_ps(xv, LOAD(b0), a0);                                                    \
+                    a1 = _mm256_fmadd_ps(xv, LOAD(b0 + 8), a1);                                                \
+                    a2 = _mm256_fmadd_ps(xv, LOAD(b1), a2);                                                    \
+                    a3 = _mm256_fmadd_ps(xv, LOAD(b1 + 8), a3);                                                \
+                    a4 = _mm256_fmadd_ps(xv, LOAD(b2), a4);                                                    \
+                    a5 = _mm256_fmadd_ps(xv, LOAD(b2 + 8), a5);                                                \
+                    a6 = _mm256_fmadd_ps(xv, LOAD(b3), a6);                                                    \
+                    a7 = _mm256_fmadd_ps(xv, LOAD(b3 + 8), a7);                                                \
+                    b0 += NR, b1 += NR, b2 += NR, b3 += NR;                                                    \
+                }                                                                                              \
+            }                                                                                                  \
+            float *o = y + (p - p0) * NR;                                                                      \
+            _mm256_storeu_ps(o, a0), _mm256_storeu_ps(o + 8, a1), _mm256_storeu_ps(o + 16, a2);                \
+            _mm256_storeu_ps(o + 24, a3), _mm256_storeu_ps(o + 32, a4), _mm256_storeu_ps(o + 40, a5);          \
+            _mm256_storeu_ps(o + 48, a6), _mm256_storeu_ps(o + 56, a7);                                        \
+        }                                                                                                      \
+        for (; p < p1; p++) {                                                                                  \
+            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                                         \
+            for (int64_t k0 = 0; k0 < j->K; k0 += KC) {                                                        \
+                int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;                                                  \
+                const uint16_t *b0 = j->H + k0 * j->Np + p * kc * NR;                                          \
+                const float *x = j->x + k0;                                                                    \
+                for (int64_t k = 0; k < kc; k++, b0 += NR) {                                                   \
+                    __m256 xv = _mm256_broadcast_ss(x + k);                                                    \
+                    a0 = _mm256_fmadd_ps(xv, LOAD(b0), a0);                                                    \
+                    a1 = _mm256_fmadd_ps(xv, LOAD(b0 + 8), a1);                                                \
+                }                                                                                              \
+            }                                                                                                  \
+            _mm256_storeu_ps(y + (p - p0) * NR, a0);                                                           \
+            _mm256_storeu_ps(y + (p - p0) * NR + 8, a1);                                                       \
+        }                                                                                                      \
+    }
+#define LD_F16(q) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q)))
+#define LD_BF16(q) \
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(q))), 16))
+PGEMV16(pgemv_f16_avx2, LD_F16)
+PGEMV16(pgemv_bf16_avx2, LD_BF16)
+#undef LD_F16
+#undef LD_BF16
+#undef PGEMV16
+#endif
+
 static void pgemv_task(void *ctx, int64_t t)
 {
     const pgemv_job *j = ctx;
@@ -1147,19 +1334,25 @@ static void pgemv_task(void *ctx, int64_t t)
     for (int64_t q0 = p0; q0 < p1; q0 += 8) {
         int64_t q1 = q0 + 8 < p1 ? q0 + 8 : p1;
 #ifdef K_X86
-        if (have_avx2()) {
+        if (j->H && have_f16c()) {
+            if (j->hdt == GRAFT_DTYPE_FLOAT16) pgemv_f16_avx2(j, q0, q1, tmp);
+            else pgemv_bf16_avx2(j, q0, q1, tmp);
+        } else if (!j->H && have_avx2()) {
             pgemv_avx2(j, q0, q1, tmp);
         } else
 #endif
         {
             memset(tmp, 0, sizeof tmp);
+            float wide[NR];
             for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
                 int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
                 for (int64_t q = q0; q < q1; q++) {
-                    const float *b = j->P + k0 * j->Np + q * kc * NR;
                     float *o = tmp + (q - q0) * NR;
-                    for (int64_t k = 0; k < kc; k++)
-                        for (int c = 0; c < NR; c++) o[c] += j->x[k0 + k] * b[k * NR + c];
+                    for (int64_t k = 0; k < kc; k++) {
+                        const float *b = j->P ? j->P + k0 * j->Np + q * kc * NR + k * NR : wide;
+                        if (!j->P) widen16(j->hdt, j->H + k0 * j->Np + q * kc * NR + k * NR, wide, NR);
+                        for (int c = 0; c < NR; c++) o[c] += j->x[k0 + k] * b[c];
+                    }
                 }
             }
         }
@@ -1175,8 +1368,9 @@ int k_sgemm_packed(int64_t M, const float *A, int64_t lda, const k_bpack *pb, fl
         for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)pb->N * sizeof(float));
         return 0;
     }
-    if (M > 1) return gemm_blocked(0, 0, M, pb->N, pb->K, 1.0f, A, lda, NULL, 0, 0.0f, C, ldc, pb->p, pb->Np);
-    pgemv_job j = {A, pb->p, C, pb->K, pb->N, pb->Np, 0};
+    if (M > 1)
+        return gemm_blocked(0, 0, M, pb->N, pb->K, 1.0f, A, lda, NULL, 0, 0.0f, C, ldc, pb->p, pb->h, pb->hdt, pb->Np);
+    pgemv_job j = {A, pb->p, C, pb->K, pb->N, pb->Np, 0, pb->h, pb->hdt};
     int64_t panels = pb->Np / NR, th = k_threads();
     double work = (double)pb->K * (double)pb->N;
     int64_t tasks = work < 65536 || th <= 1 ? 1 : 4 * th;

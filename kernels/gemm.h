@@ -66,12 +66,22 @@ int k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha
  * repacks it. */
 typedef struct k_bpack {
     k_buf buf;
-    const float *p; /* NULL until packed */
+    const float *p;    /* fp32 panels; NULL until packed, or when h holds them */
+    const uint16_t *h; /* fp16/bf16 weights: the panels in their own 16 bits (dtype hdt), widened as read */
+    int hdt;
     int64_t K, N, Np;
 } k_bpack;
 
+static inline int k_bpack_ready(const k_bpack *pb)
+{
+    return pb->p || pb->h;
+}
+
 /* Packs B (dtype float, float16, bfloat16 or double); 0 when out of memory
- * or for another dtype. Packing again reuses the buffer. */
+ * or for another dtype. fp16 and bf16 stay 16-bit where the CPU converts
+ * them in vector registers (AVX2 + F16C): half the memory and half the
+ * bytes a decode step streams; the products are the same (each element
+ * widens to the same float). Packing again reuses the buffer. */
 int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N);
 /* The same from B^T (N x K, row-major, fp32): row n of Bt is column n of B. */
 int k_bpack_init_t(k_bpack *pb, const float *Bt, int64_t K, int64_t N);

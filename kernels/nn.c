@@ -41,7 +41,7 @@ static const k_bpack *matmul_packed_b(rt_node *n, const rt_tensor *b)
     matmul_state *st = n->state;
     if (b->rank != 2 || !k_is_float(b->dtype) || b->dims[0] * b->dims[1] < 4096 || !k_input_is_const(n, 1))
         return NULL;
-    if (st->pb.p && st->pb_key == b->data && st->pb_bytes == b->nbytes) return &st->pb;
+    if (k_bpack_ready(&st->pb) && st->pb_key == b->data && st->pb_bytes == b->nbytes) return &st->pb;
     st->pb_key = NULL;
     if (!k_bpack_init(&st->pb, b->dtype, b->data, b->dims[0], b->dims[1])) return NULL; /* fall back */
     st->pb_key = b->data;

@@ -482,7 +482,7 @@ static graft_status matmulnbits_run(rt_node *n, graft_error *err)
         if (j.nomem) return rt_err(n, err, GRAFT_ENOMEM, "out of memory for a dequantized row");
     } else {
         nbits_state *st = n->state;
-        int packed = st->pb.p && st->pb_key == b->data;
+        int packed = k_bpack_ready(&st->pb) && st->pb_key == b->data;
         if (!packed && (double)N * (double)K * sizeof(float) <= (double)NBITS_PACK_MAX && k_input_is_const(n, 1) &&
             k_input_is_const(n, 2) && (!z || !z->numel || k_input_is_const(n, 3))) {
             /* all of B dequantized (N x K) into scratch 5, packed once, released */
