@@ -343,10 +343,10 @@ static graft_status binary_run(rt_node *n, int op, graft_error *err)
             float *B = k_buf_get(&tl_half[1], (size_t)b->numel * sizeof(float));
             float *O = k_buf_get(&tl_half[2], (size_t)o->numel * sizeof(float));
             if (!A || !B || !O) return rt_err(n, err, GRAFT_ENOMEM, "out of memory for fp32 copies");
-            k_to_f32(a->dtype, a->data, A, (size_t)a->numel);
-            k_to_f32(b->dtype, b->data, B, (size_t)b->numel);
+            k_to_f32_par(a->dtype, a->data, A, (size_t)a->numel);
+            k_to_f32_par(b->dtype, b->data, B, (size_t)b->numel);
             if (fbin_float(op, a, sa, A, b, sb, B, o, O)) {
-                k_from_f32(o->dtype, O, o->data, (size_t)o->numel);
+                k_from_f32_par(o->dtype, O, o->data, (size_t)o->numel);
                 return GRAFT_OK;
             }
         }

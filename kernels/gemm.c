@@ -310,6 +310,38 @@ int k_from_f32(int dtype, const float *src, void *dst, size_t n)
     }
 }
 
+/* k_to_f32 / k_from_f32 in chunks on the pool (large tensors). */
+typedef struct conv_job {
+    int dtype, to;
+    const void *src;
+    void *dst;
+    size_t n;
+} conv_job;
+
+#define CONV_CHUNK 16384
+
+static void conv_task(void *ctx, int64_t t)
+{
+    const conv_job *j = ctx;
+    size_t a = (size_t)t * CONV_CHUNK, m = j->n - a < CONV_CHUNK ? j->n - a : CONV_CHUNK;
+    size_t es = j->dtype == GRAFT_DTYPE_DOUBLE ? 8 : j->dtype == GRAFT_DTYPE_FLOAT ? 4 : 2;
+    if (j->to) k_to_f32(j->dtype, (const char *)j->src + a * es, (float *)j->dst + a, m);
+    else k_from_f32(j->dtype, (const float *)j->src + a, (char *)j->dst + a * es, m);
+}
+
+static int conv_par(int dtype, int to, const void *src, void *dst, size_t n)
+{
+    if (!k_is_float(dtype)) return 0;
+    if (n < 4 * CONV_CHUNK || dtype == GRAFT_DTYPE_FLOAT || k_threads() <= 1)
+        return to ? k_to_f32(dtype, src, dst, n) : k_from_f32(dtype, src, dst, n);
+    conv_job j = {dtype, to, src, dst, n};
+    k_parallel_for((int64_t)((n + CONV_CHUNK - 1) / CONV_CHUNK), conv_task, &j);
+    return 1;
+}
+
+int k_to_f32_par(int dtype, const void *src, float *dst, size_t n) { return conv_par(dtype, 1, src, dst, n); }
+int k_from_f32_par(int dtype, const float *src, void *dst, size_t n) { return conv_par(dtype, 0, src, dst, n); }
+
 /* ------------------------------------------------------------ CPU features */
 
 static int have_avx2(void)
@@ -838,7 +870,13 @@ static void gemm_task(void *ctx, int64_t t)
         }
     int64_t nbp = (nb + NR - 1) / NR * NR;
     float *Bp = NULL;
-    if (!j->Bpre) {
+    if (j->Bpre16) { /* one panel at a time, widened into L1 right before its micro-kernel calls */
+        Bp = k_buf_get(&tl_bpack, (size_t)(KC * NR) * sizeof(float));
+        if (!Bp) {
+            j->nomem = 1;
+            return;
+        }
+    } else if (!j->Bpre) {
         Bp = k_buf_get(&tl_bpack, (size_t)(KC * nbp) * sizeof(float));
         if (!Bp) {
             j->nomem = 1;
@@ -852,8 +890,7 @@ static void gemm_task(void *ctx, int64_t t)
     for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
         int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
         if (j->Bpre) Bp = (float *)j->Bpre + k0 * j->Np + n0 * kc;
-        else if (j->Bpre16) widen16(j->hdt, j->Bpre16 + k0 * j->Np + n0 * kc, Bp, kc * nbp); /* panels are contiguous */
-        else pack_b(j, k0, kc, n0, nb, Bp);
+        else if (!j->Bpre16) pack_b(j, k0, kc, n0, nb, Bp);
         const float *Ablk = j->Apack ? j->Apack + k0 * Mp : NULL; /* slice k0: Mp x kc, panels of MR */
         for (int64_t mb = m_lo; mb < m_hi; mb += MC) {
             int64_t me = mb + MC < m_hi ? mb + MC : m_hi;
@@ -865,6 +902,13 @@ static void gemm_task(void *ctx, int64_t t)
                  * a slice per micro-kernel call while this one runs */
                 const char *pf = (const char *)(bp + kc * NR);
                 int64_t pf_lines = c0 + NR < nb ? kc * NR * 4 / 64 : 0, npan = (me - mb + MR - 1) / MR;
+                if (j->Bpre16) { /* this panel widened (L1), the next 16-bit one prefetched */
+                    const uint16_t *src = j->Bpre16 + k0 * j->Np + (n0 + c0) * kc;
+                    widen16(j->hdt, src, Bp, kc * NR);
+                    bp = Bp;
+                    pf = (const char *)(src + kc * NR);
+                    pf_lines = c0 + NR < nb ? kc * NR * 2 / 64 : 0;
+                }
                 int64_t pf_per = (pf_lines + npan - 1) / npan, pf_at = 0;
                 for (int64_t i0 = mb; i0 < me; i0 += MR) {
                     int mr = (int)(me - i0 < MR ? me - i0 : MR);
@@ -1423,7 +1467,7 @@ float *k_out_f32(rt_node *n, rt_tensor *o, int buf, graft_error *err)
 
 void k_out_f32_done(rt_tensor *o, const float *f)
 {
-    if (o->dtype != GRAFT_DTYPE_FLOAT) k_from_f32(o->dtype, f, o->data, (size_t)o->numel);
+    if (o->dtype != GRAFT_DTYPE_FLOAT) k_from_f32_par(o->dtype, f, o->data, (size_t)o->numel);
 }
 
 const float *k_input_f32(rt_node *n, int i, int buf, graft_error *err)
@@ -1444,7 +1488,7 @@ const float *k_input_f32(rt_node *n, int i, int buf, graft_error *err)
     s->key[buf] = NULL;
     float *d = k_scratch_get(n, buf, (size_t)t->numel * sizeof(float), err);
     if (!d) return NULL;
-    k_to_f32(t->dtype, t->data, d, (size_t)t->numel);
+    k_to_f32_par(t->dtype, t->data, d, (size_t)t->numel);
     if (cached) {
         s->key[buf] = t->data;
         s->key_bytes[buf] = t->nbytes;

@@ -45,6 +45,9 @@ void k_buf_free(k_buf *b);
 /* Converts n elements of dtype (float, float16, bfloat16, double) to float;
  * returns 0 for other dtypes. */
 int k_to_f32(int dtype, const void *src, float *dst, size_t n);
+/* The same, in chunks on the thread pool for large n. */
+int k_to_f32_par(int dtype, const void *src, float *dst, size_t n);
+int k_from_f32_par(int dtype, const float *src, void *dst, size_t n);
 /* Converts n floats to dtype (float, float16, bfloat16, double). */
 int k_from_f32(int dtype, const float *src, void *dst, size_t n);
 /* 1 for the floating dtypes k_to_f32 handles. */

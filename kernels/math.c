@@ -342,6 +342,44 @@ static int un_f32_par(const un_state *s, const float *x, float *y, uint64_t cnt)
     return j.ok;
 }
 
+/* fp16/bf16: a block at a time widened, the fp32 op, narrowed; chunks on the pool. */
+typedef struct un_half_job {
+    const un_state *s;
+    const uint16_t *x;
+    uint16_t *y;
+    uint64_t n;
+    int bf;
+    _Atomic int ok;
+} un_half_job;
+
+static int un_half(const un_state *s, const uint16_t *x, uint16_t *y, uint64_t cnt, int bf)
+{
+    int ok = 1;
+    for (uint64_t base = 0; base < cnt && ok; base += KM_BLOCK) {
+        float buf[KM_BLOCK];
+        uint64_t m = cnt - base < KM_BLOCK ? cnt - base : KM_BLOCK;
+        km_half_to_f32(x + base, buf, m, bf);
+        ok = un_f32(s, buf, buf, m);
+        km_f32_to_half(buf, y + base, m, bf);
+    }
+    return ok;
+}
+
+static void un_half_task(void *ctx, int64_t t)
+{
+    un_half_job *j = ctx;
+    uint64_t a = (uint64_t)t * UN_CHUNK, m = j->n - a < UN_CHUNK ? j->n - a : UN_CHUNK;
+    if (!un_half(j->s, j->x + a, j->y + a, m, j->bf)) j->ok = 0;
+}
+
+static int un_half_par(const un_state *s, const uint16_t *x, uint16_t *y, uint64_t cnt, int bf)
+{
+    if (cnt < 2 * UN_CHUNK || k_threads() <= 1) return un_half(s, x, y, cnt, bf);
+    un_half_job j = {s, x, y, cnt, bf, 1};
+    k_parallel_for((int64_t)((cnt + UN_CHUNK - 1) / UN_CHUNK), un_half_task, &j);
+    return j.ok;
+}
+
 static int un_f64(const un_state *s, const double *x, double *y, uint64_t cnt)
 {
     typedef double T;
@@ -422,19 +460,9 @@ static graft_status un_run(rt_node *n, graft_error *err)
         case GRAFT_DTYPE_FLOAT: ok = un_f32_par(s, xt->data, yt->data, cnt); break;
         case GRAFT_DTYPE_DOUBLE: ok = un_f64(s, xt->data, yt->data, cnt); break;
         case GRAFT_DTYPE_FLOAT16:
-        case GRAFT_DTYPE_BFLOAT16: {
-            const uint16_t *x = xt->data;
-            uint16_t *y = yt->data;
-            int bf = xt->dtype == GRAFT_DTYPE_BFLOAT16;
-            for (uint64_t base = 0; base < cnt && ok; base += KM_BLOCK) {
-                float buf[KM_BLOCK];
-                uint64_t m = cnt - base < KM_BLOCK ? cnt - base : KM_BLOCK;
-                km_half_to_f32(x + base, buf, m, bf);
-                ok = un_f32(s, buf, buf, m);
-                km_f32_to_half(buf, y + base, m, bf);
-            }
+        case GRAFT_DTYPE_BFLOAT16:
+            ok = un_half_par(s, xt->data, yt->data, cnt, xt->dtype == GRAFT_DTYPE_BFLOAT16);
             break;
-        }
         case GRAFT_DTYPE_INT8: UN_INT(int8_t, uint8_t); break;
         case GRAFT_DTYPE_INT16: UN_INT(int16_t, uint16_t); break;
         case GRAFT_DTYPE_INT32: UN_INT(int32_t, uint32_t); break;
