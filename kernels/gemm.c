@@ -1170,6 +1170,17 @@ int k_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha
 
 /* Layout: depth slices of KC; slice k0 (kc deep) holds Np/NR panels of
  * kc x NR floats (columns past N zero), at Bp + k0 * Np + panel * kc * NR. */
+static int bpack_set(k_bpack *pb, const float *p, const uint16_t *h, int hdt, int64_t K, int64_t N, int64_t Np)
+{
+    pb->p = p;
+    pb->h = h;
+    pb->hdt = hdt;
+    pb->K = K;
+    pb->N = N;
+    pb->Np = Np;
+    return 1;
+}
+
 int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N)
 {
     int64_t Np = (N + NR - 1) / NR * NR;
@@ -1190,13 +1201,7 @@ int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N)
                 }
             }
         }
-        pb->p = NULL;
-        pb->h = h;
-        pb->hdt = dtype;
-        pb->K = K;
-        pb->N = N;
-        pb->Np = Np;
-        return 1;
+        return bpack_set(pb, NULL, h, dtype, K, N, Np);
     }
     size_t es = dtype == GRAFT_DTYPE_DOUBLE ? 8 : dtype == GRAFT_DTYPE_FLOAT ? 4 : 2;
     float *p = k_buf_get(&pb->buf, (size_t)(K * Np) * sizeof(float));
@@ -1214,12 +1219,7 @@ int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N)
             }
         }
     }
-    pb->p = p;
-    pb->h = NULL;
-    pb->K = K;
-    pb->N = N;
-    pb->Np = Np;
-    return 1;
+    return bpack_set(pb, p, NULL, 0, K, N, Np);
 }
 
 int k_bpack_init_t(k_bpack *pb, const float *Bt, int64_t K, int64_t N)
@@ -1239,12 +1239,7 @@ int k_bpack_init_t(k_bpack *pb, const float *Bt, int64_t K, int64_t N)
             }
         }
     }
-    pb->p = p;
-    pb->h = NULL;
-    pb->K = K;
-    pb->N = N;
-    pb->Np = Np;
-    return 1;
+    return bpack_set(pb, p, NULL, 0, K, N, Np);
 }
 
 void k_bpack_free(k_bpack *pb)
