@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -180,6 +181,9 @@ void k_parallel_for(int64_t n_tasks, k_task_fn fn, void *ctx)
 
 /* ------------------------------------------------------------ scratch */
 
+#define K_HUGE ((size_t)2 << 20)
+#define K_HUGE_MIN ((size_t)16 << 20)
+
 void *k_buf_get(k_buf *b, size_t bytes)
 {
     if (bytes <= b->cap && b->p) return b->p;
@@ -190,7 +194,16 @@ void *k_buf_get(k_buf *b, size_t bytes)
         return NULL;
     size_t alloc = (bytes + 63) / 64 * 64;
     if (alloc == 0) alloc = 64;
-    void *p = aligned_alloc(64, alloc);
+    void *p;
+    if (alloc >= K_HUGE_MIN) { /* 2 MB pages (packed weights): fewer faults, fewer TLB misses when streamed */
+        alloc = (alloc + K_HUGE - 1) / K_HUGE * K_HUGE;
+        p = aligned_alloc(K_HUGE, alloc);
+#ifdef MADV_HUGEPAGE
+        if (p) (void)madvise(p, alloc, MADV_HUGEPAGE);
+#endif
+    } else {
+        p = aligned_alloc(64, alloc);
+    }
     if (!p) return NULL;
     free(b->p);
     b->p = p;
@@ -1181,45 +1194,53 @@ static int bpack_set(k_bpack *pb, const float *p, const uint16_t *h, int hdt, in
     return 1;
 }
 
+/* Packing rows [k, k + PACK_ROWS) of B per task: each row lands in its
+ * depth slice's panels, disjoint from every other row's. */
+#define PACK_ROWS 64
+typedef struct bpack_job {
+    int dtype, half;
+    const void *B;
+    void *dst;
+    int64_t K, N, Np;
+} bpack_job;
+
+static void bpack_rows(void *ctx, int64_t t)
+{
+    const bpack_job *j = ctx;
+    size_t es = j->dtype == GRAFT_DTYPE_DOUBLE ? 8 : j->dtype == GRAFT_DTYPE_FLOAT ? 4 : 2;
+    int64_t r0 = t * PACK_ROWS, r1 = r0 + PACK_ROWS < j->K ? r0 + PACK_ROWS : j->K;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t k0 = r / KC * KC, k = r - k0, kc = j->K - k0 < KC ? j->K - k0 : KC;
+        const char *src = (const char *)j->B + (size_t)(r * j->N) * es;
+        for (int64_t c0 = 0; c0 < j->N; c0 += NR) {
+            int64_t nr = j->N - c0 < NR ? j->N - c0 : NR;
+            if (j->half) { /* the 16 bits as they are */
+                uint16_t *d = (uint16_t *)j->dst + k0 * j->Np + c0 * kc + k * NR;
+                memcpy(d, src + (size_t)c0 * es, (size_t)nr * sizeof(uint16_t));
+                memset(d + nr, 0, (size_t)(NR - nr) * sizeof(uint16_t)); /* +0.0 in both */
+            } else {
+                float row[NR];
+                k_to_f32(j->dtype, src + (size_t)c0 * es, row, (size_t)nr);
+                for (int64_t c = nr; c < NR; c++) row[c] = 0.0f;
+                memcpy((float *)j->dst + k0 * j->Np + c0 * kc + k * NR, row, sizeof row);
+            }
+        }
+    }
+}
+
 int k_bpack_init(k_bpack *pb, int dtype, const void *B, int64_t K, int64_t N)
 {
     int64_t Np = (N + NR - 1) / NR * NR;
     if (!k_is_float(dtype)) return 0;
-    if ((dtype == GRAFT_DTYPE_FLOAT16 || dtype == GRAFT_DTYPE_BFLOAT16) && have_f16c()) {
-        uint16_t *h = k_buf_get(&pb->buf, (size_t)(K * Np) * sizeof(uint16_t));
-        if (!h) return 0;
-        const uint16_t *src = B;
-        for (int64_t k0 = 0; k0 < K; k0 += KC) {
-            int64_t kc = K - k0 < KC ? K - k0 : KC;
-            for (int64_t k = 0; k < kc; k++) {
-                const uint16_t *row = src + (size_t)((k0 + k) * N);
-                for (int64_t c0 = 0; c0 < N; c0 += NR) {
-                    int64_t nr = N - c0 < NR ? N - c0 : NR;
-                    uint16_t *d = h + k0 * Np + c0 * kc + k * NR;
-                    memcpy(d, row + c0, (size_t)nr * sizeof(uint16_t));
-                    memset(d + nr, 0, (size_t)(NR - nr) * sizeof(uint16_t)); /* +0.0 in both */
-                }
-            }
-        }
-        return bpack_set(pb, NULL, h, dtype, K, N, Np);
-    }
-    size_t es = dtype == GRAFT_DTYPE_DOUBLE ? 8 : dtype == GRAFT_DTYPE_FLOAT ? 4 : 2;
-    float *p = k_buf_get(&pb->buf, (size_t)(K * Np) * sizeof(float));
-    float row[NR];
-    if (!p) return 0;
-    for (int64_t k0 = 0; k0 < K; k0 += KC) {
-        int64_t kc = K - k0 < KC ? K - k0 : KC;
-        for (int64_t k = 0; k < kc; k++) {
-            const char *src = (const char *)B + (size_t)((k0 + k) * N) * es;
-            for (int64_t c0 = 0; c0 < N; c0 += NR) {
-                int64_t nr = N - c0 < NR ? N - c0 : NR;
-                k_to_f32(dtype, src + (size_t)c0 * es, row, (size_t)nr);
-                for (int64_t c = nr; c < NR; c++) row[c] = 0.0f;
-                memcpy(p + k0 * Np + c0 * kc + k * NR, row, sizeof row);
-            }
-        }
-    }
-    return bpack_set(pb, p, NULL, 0, K, N, Np);
+    int half = (dtype == GRAFT_DTYPE_FLOAT16 || dtype == GRAFT_DTYPE_BFLOAT16) && have_f16c();
+    void *dst = k_buf_get(&pb->buf, (size_t)(K * Np) * (half ? sizeof(uint16_t) : sizeof(float)));
+    if (!dst) return 0;
+    bpack_job j = {dtype, half, B, dst, K, N, Np};
+    int64_t tasks = (K + PACK_ROWS - 1) / PACK_ROWS;
+    if ((double)K * (double)N >= 1 << 20) k_parallel_for(tasks, bpack_rows, &j); /* weights stream from memory */
+    else
+        for (int64_t t = 0; t < tasks; t++) bpack_rows(&j, t);
+    return half ? bpack_set(pb, NULL, dst, dtype, K, N, Np) : bpack_set(pb, dst, NULL, 0, K, N, Np);
 }
 
 int k_bpack_init_t(k_bpack *pb, const float *Bt, int64_t K, int64_t N)
