@@ -332,19 +332,47 @@ def test_bad_input(graft: str, pipe: str, work: str) -> None:
 
     # SIGKILL mid-copy: no OUT_DIR; the next run removes the stale temporary
     big = fresh()
-    killed = False
-    for delay in (0.005, 0.01, 0.02, 0.04):
+    # a compose of this pipeline takes a few milliseconds: kill at growing
+    # delays until kills have landed while it runs (exit by the signal) after
+    # its temporary directory exists. A killed run leaves no OUT_DIR, or, when
+    # the kill came after the final rename (the process exiting), the whole
+    # export: the same files and sizes as an uninterrupted run.
+    ref = os.path.join(work, "badout", "ref")
+    t0 = time.perf_counter()
+    run([graft, "compose", big, "-o", ref, "--force", "-q"])
+    span = time.perf_counter() - t0  # kills spread over one uninterrupted run's time
+    def listing(d):
+        return sorted((os.path.relpath(os.path.join(r, f), d), os.path.getsize(os.path.join(r, f)))
+                      for r, _, fs in os.walk(d) for f in fs)
+    want = listing(ref)
+    killed, mid, bad, after = 0, 0, 0, 0
+    for k in range(60):
+        for f in os.listdir(os.path.dirname(out)):  # this run's temporaries only, below
+            if ".graft-tmp-" in f:
+                shutil.rmtree(os.path.join(os.path.dirname(out), f))
         pr = subprocess.Popen([graft, "compose", big, "-o", out], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
-        time.sleep(delay)
+        time.sleep(span * (k % 20) / 20)
         pr.send_signal(signal.SIGKILL)
         pr.wait()
-        if not os.path.exists(out):
-            killed = True
+        tmp = [f for f in os.listdir(os.path.dirname(out)) if ".graft-tmp-" in f]
+        if pr.returncode == -signal.SIGKILL:
+            killed += 1
+            mid += bool(tmp)
+            if os.path.exists(out):
+                if listing(out) == want:
+                    after += 1
+                else:
+                    bad += 1
+        if os.path.exists(out):
+            shutil.rmtree(out)
+        if mid and k >= 10:
             break
-        shutil.rmtree(out)
+    shutil.rmtree(ref)
     stale = [f for f in os.listdir(os.path.dirname(out)) if ".graft-tmp-" in f]
-    check(killed, f"SIGKILL mid-run leaves no OUT_DIR (stale temporaries: {len(stale)})")
+    check(killed and mid and not bad, f"SIGKILL mid-run leaves no OUT_DIR ({killed} runs killed, {mid} with a "
+          f"temporary directory, {after} after the rename with the whole export, {bad} with a partial "
+          f"OUT_DIR; stale temporaries: {len(stale)})")
     p = run([graft, "compose", pipe, "-o", out])
     left = [f for f in os.listdir(os.path.dirname(out)) if ".graft-tmp-" in f]
     check(p.returncode == 0 and not left, f"next run succeeds and removes stale temporaries ({left})")
