@@ -337,7 +337,7 @@ static void conv_task(void *ctx, int64_t t)
 {
     const conv_job *j = ctx;
     size_t a = (size_t)t * CONV_CHUNK, m = j->n - a < CONV_CHUNK ? j->n - a : CONV_CHUNK;
-    size_t es = j->dtype == GRAFT_DTYPE_DOUBLE ? 8 : j->dtype == GRAFT_DTYPE_FLOAT ? 4 : 2;
+    size_t es = rt_dtype_size(j->dtype);
     if (j->to) k_to_f32(j->dtype, (const char *)j->src + a * es, (float *)j->dst + a, m);
     else k_from_f32(j->dtype, (const float *)j->src + a, (char *)j->dst + a * es, m);
 }
@@ -840,35 +840,6 @@ static void pack_b(const gemm_job *j, int64_t k0, int64_t kc, int64_t n0, int64_
     }
 }
 
-#ifdef K_X86
-__attribute__((target("avx2,fma,f16c"))) static void widen16_avx2(int hdt, const uint16_t *src, float *dst,
-                                                                   int64_t n)
-{
-    int64_t i = 0;
-    if (hdt == GRAFT_DTYPE_FLOAT16) {
-        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    } else {
-        for (; i + 8 <= n; i += 8) {
-            __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
-            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-        }
-    }
-    if (i < n) k_to_f32(hdt, src + i, dst + i, (size_t)(n - i));
-}
-#endif
-
-/* n 16-bit values (fp16 or bf16) as floats. */
-static void widen16(int hdt, const uint16_t *src, float *dst, int64_t n)
-{
-#ifdef K_X86
-    if (have_f16c()) {
-        widen16_avx2(hdt, src, dst, n);
-        return;
-    }
-#endif
-    k_to_f32(hdt, src, dst, (size_t)n);
-}
-
 static void gemm_task(void *ctx, int64_t t)
 {
     gemm_job *j = ctx;
@@ -917,7 +888,7 @@ static void gemm_task(void *ctx, int64_t t)
                 int64_t pf_lines = c0 + NR < nb ? kc * NR * 4 / 64 : 0, npan = (me - mb + MR - 1) / MR;
                 if (j->Bpre16) { /* this panel widened (L1), the next 16-bit one prefetched */
                     const uint16_t *src = j->Bpre16 + k0 * j->Np + (n0 + c0) * kc;
-                    widen16(j->hdt, src, Bp, kc * NR);
+                    k_to_f32(j->hdt, src, Bp, (size_t)(kc * NR));
                     bp = Bp;
                     pf = (const char *)(src + kc * NR);
                     pf_lines = c0 + NR < nb ? kc * NR * 2 / 64 : 0;
@@ -1207,7 +1178,7 @@ typedef struct bpack_job {
 static void bpack_rows(void *ctx, int64_t t)
 {
     const bpack_job *j = ctx;
-    size_t es = j->dtype == GRAFT_DTYPE_DOUBLE ? 8 : j->dtype == GRAFT_DTYPE_FLOAT ? 4 : 2;
+    size_t es = rt_dtype_size(j->dtype);
     int64_t r0 = t * PACK_ROWS, r1 = r0 + PACK_ROWS < j->K ? r0 + PACK_ROWS : j->K;
     for (int64_t r = r0; r < r1; r++) {
         int64_t k0 = r / KC * KC, k = r - k0, kc = j->K - k0 < KC ? j->K - k0 : KC;
@@ -1410,7 +1381,7 @@ static void pgemv_task(void *ctx, int64_t t)
                     float *o = tmp + (q - q0) * NR;
                     for (int64_t k = 0; k < kc; k++) {
                         const float *b = j->P ? j->P + k0 * j->Np + q * kc * NR + k * NR : wide;
-                        if (!j->P) widen16(j->hdt, j->H + k0 * j->Np + q * kc * NR + k * NR, wide, NR);
+                        if (!j->P) k_to_f32(j->hdt, j->H + k0 * j->Np + q * kc * NR + k * NR, wide, NR);
                         for (int c = 0; c < NR; c++) o[c] += j->x[k0 + k] * b[c];
                     }
                 }

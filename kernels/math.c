@@ -481,43 +481,8 @@ unsupported:
 
 /* ------------------------------------------------------------ conversions */
 
-/* Inline conversions, bit-exact with rt_f16_to_f32 / rt_f32_to_f16 /
- * rt_f32_to_bf16 (round to nearest even), simple enough to vectorise. */
-static inline float h2f(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, em = h & 0x7fffu, bits;
-    if (em >= 0x7c00u) {
-        bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
-    } else if (em >= 0x400u) {
-        bits = sign | ((em << 13) + (112u << 23));
-    } else {
-        float f = (float)em * 5.9604644775390625e-8f; /* em * 2^-24, exact */
-        memcpy(&bits, &f, 4);
-        bits |= sign;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static inline uint16_t f2h(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-    /* subnormal: adding 0.5 leaves |f| rounded (to nearest even) to a
-     * multiple of 2^-24 in the low mantissa bits */
-    float af, sub;
-    memcpy(&af, &a, 4);
-    sub = af + 0.5f;
-    uint32_t sb;
-    memcpy(&sb, &sub, 4);
-    uint32_t norm = ((a - (112u << 23)) + 0xfffu + ((a >> 13) & 1u)) >> 13;
-    return (uint16_t)(sign | (a < 0x38800000u ? sb - 0x3f000000u : norm));
-}
-
+/* Inline conversion, bit-exact with rt_f32_to_bf16 (round to nearest
+ * even), simple enough to vectorise. */
 static inline uint16_t f2bf(float f)
 {
     uint32_t x;
@@ -529,7 +494,7 @@ static inline uint16_t f2bf(float f)
 void km_half_to_f32(const uint16_t *x, float *y, uint64_t n, int bf)
 {
     /* k_to_f32: F16C / AVX2 eight at a time where the CPU has them, the
-     * same values as h2f */
+     * same values as rt_f16_to_f32 / rt_bf16_to_f32 */
     k_to_f32(bf ? GRAFT_DTYPE_BFLOAT16 : GRAFT_DTYPE_FLOAT16, x, y, (size_t)n);
 }
 
@@ -538,7 +503,7 @@ void km_f32_to_half(const float *x, uint16_t *y, uint64_t n, int bf)
     if (bf) {
         for (uint64_t i = 0; i < n; i++) y[i] = f2bf(x[i]);
     } else {
-        k_from_f32(GRAFT_DTYPE_FLOAT16, x, y, (size_t)n); /* F16C: round to nearest even, as f2h */
+        k_from_f32(GRAFT_DTYPE_FLOAT16, x, y, (size_t)n); /* F16C: round to nearest even */
     }
 }
 

@@ -55,13 +55,6 @@ struct graft_generator {
 
 #define gerr rt_seterr
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static bool find_input(graft_graph *g, const char *name, graft_value_info *vi)
 {
     for (size_t i = 0; i < graft_graph_input_count(g); i++) {
@@ -377,7 +370,7 @@ graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, 
                                   graft_error *err)
 {
     *out = NULL;
-    double t0 = now();
+    double t0 = rt_now();
     graft_status rc = GRAFT_OK;
     json_t *cfg = NULL;
     graft_generator *g = calloc(1, sizeof *g);
@@ -428,8 +421,8 @@ graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, 
     if ((rc = setup_names(g, cfg, err)) != GRAFT_OK) goto fail;
     json_int_t ctx = json_integer_value(json_object_get(json_object_get(cfg, "model"), "context_length"));
     g->max_ctx = g->o.max_context > 0 ? g->o.max_context : ctx > 0 && ctx < 4096 ? (int)ctx : 4096;
-    g->t.load_s = now() - t0;
-    t0 = now();
+    g->t.load_s = rt_now() - t0;
+    t0 = rt_now();
     /* A config's context_length can exceed what the graph holds (a rotary
      * cache of fewer positions, say): without an explicit max_context,
      * halve until a full-cache step runs. */
@@ -450,7 +443,7 @@ graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, 
         g->len = 0;
         g->max_ctx /= 2;
     }
-    g->t.plan_s = now() - t0;
+    g->t.plan_s = rt_now() - t0;
     json_decref(cfg);
     *out = g;
     return GRAFT_OK;
@@ -490,18 +483,18 @@ graft_status graft_generator_prefill(graft_generator *g, const int64_t *ids, siz
         return gerr(err, GRAFT_EINVAL, "prompt of %zu tokens is longer than the context of %d tokens", n, g->max_ctx);
     for (size_t l = 0; l < g->n_kv; l++) g->kv[l].len = 0;
     g->len = 0;
-    double t0 = now();
+    double t0 = rt_now();
     graft_status rc = run_step(g, ids, n, err);
-    g->t.prefill_s += now() - t0;
+    g->t.prefill_s += rt_now() - t0;
     g->t.prefill_tokens += n;
     return rc;
 }
 
 graft_status graft_generator_step(graft_generator *g, int64_t id, graft_error *err)
 {
-    double t0 = now();
+    double t0 = rt_now();
     graft_status rc = run_step(g, &id, 1, err);
-    g->t.decode_s += now() - t0;
+    g->t.decode_s += rt_now() - t0;
     g->t.decode_tokens++;
     return rc;
 }

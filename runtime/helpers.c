@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/rt.h"
@@ -41,6 +42,13 @@ uint64_t rt_numel(int rank, const int64_t *dims)
     uint64_t n = 1;
     for (int i = 0; i < rank; i++) n *= (uint64_t)dims[i];
     return n;
+}
+
+double rt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 size_t rt_dtype_size(int dtype)

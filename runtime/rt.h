@@ -103,6 +103,8 @@ rt_tensor *rt_out_view(rt_node *n, int i, int dtype, int rank, const int64_t *di
 
 uint64_t rt_numel(int rank, const int64_t *dims);
 size_t rt_dtype_size(int dtype); /* bytes per element; 0 for sub-byte/unknown */
+/* Seconds on the monotonic clock. */
+double rt_now(void);
 
 /* Attributes with defaults. */
 int64_t rt_attr_int(const rt_node *n, const char *name, int64_t def);

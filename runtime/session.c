@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "onnx/map.h"
 #include "runtime/rt.h"
@@ -308,23 +307,14 @@ graft_status graft_session_run(graft_session *s, graft_error *err)
     for (size_t i = 0; i < s->n_in; i++)
         if (!s->vals[s->in_idx[i]]->present && !s->in_has_default[i])
             return seterr(err, GRAFT_EINVAL, "input '%s' was not set", s->in_info[i].name);
-    if (s->prof_s) {
-        for (size_t i = 0; i < s->n_nodes; i++) {
-            struct timespec t0, t1;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            graft_status rc = s->nodes[i].k->run(&s->nodes[i], err);
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            s->prof_s[i] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-            if (rc != GRAFT_OK) return rc;
-        }
-        s->prof_runs++;
-        return GRAFT_OK;
-    }
     for (size_t i = 0; i < s->n_nodes; i++) {
         rt_node *n = &s->nodes[i];
+        double t0 = s->prof_s ? rt_now() : 0.0;
         graft_status rc = n->k->run(n, err);
+        if (s->prof_s) s->prof_s[i] += rt_now() - t0;
         if (rc != GRAFT_OK) return rc;
     }
+    if (s->prof_s) s->prof_runs++;
     return GRAFT_OK;
 }
 

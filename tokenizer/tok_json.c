@@ -264,26 +264,27 @@ static double tj_pow10(int n)
  * power of ten (repeated divisions by 1e308 below that). Up to an ulp away
  * from strtod's correctly rounded value, and those last bits decide
  * Unigram's Viterbi between equal-scored segmentations. 0: out of range. */
+/* One more significand digit, unless the u64 would overflow (then *over). */
+static void sig_push(uint64_t *sig, unsigned c, bool *over)
+{
+    if (!*over && *sig >= UINT64_MAX / 10 && (*sig > UINT64_MAX / 10 || c > UINT64_MAX % 10)) *over = true;
+    if (!*over) *sig = *sig * 10 + c;
+}
+
 static bool tj_serde_real(const char *b, const char *q, double *out)
 {
     bool neg = *b == '-', over = false;
     const char *d = b + neg;
     uint64_t sig = 0;
     int64_t exp = 0;
-    for (; d < q && *d >= '0' && *d <= '9'; d++) {
-        unsigned c = (unsigned)(*d - '0');
-        if (!over && sig >= UINT64_MAX / 10 && (sig > UINT64_MAX / 10 || c > UINT64_MAX % 10)) over = true;
+    for (; d < q && *d >= '0' && *d <= '9'; d++) { /* integer digits past the u64 scale the value */
+        sig_push(&sig, (unsigned)(*d - '0'), &over);
         if (over) exp++;
-        else sig = sig * 10 + c;
     }
     if (d < q && *d == '.')
-        for (d++; d < q && *d >= '0' && *d <= '9'; d++) {
-            unsigned c = (unsigned)(*d - '0');
-            if (!over && sig >= UINT64_MAX / 10 && (sig > UINT64_MAX / 10 || c > UINT64_MAX % 10)) over = true;
-            if (!over) {
-                sig = sig * 10 + c;
-                exp--;
-            }
+        for (d++; d < q && *d >= '0' && *d <= '9'; d++) { /* fraction digits past it are dropped */
+            sig_push(&sig, (unsigned)(*d - '0'), &over);
+            if (!over) exp--;
         }
     if (d < q && (*d == 'e' || *d == 'E')) {
         d++;
@@ -357,11 +358,9 @@ static bool parse_number(tj_p *p, tj_val *out)
     memcpy(tmp, b, k);
     tmp[k] = 0;
     errno = 0;
-    {
-        out->type = TJ_INT;
-        out->u.i = strtoll(tmp, NULL, 10);
-        if (errno == ERANGE) return fail_at(p, b, "integer out of range");
-    }
+    out->type = TJ_INT;
+    out->u.i = strtoll(tmp, NULL, 10);
+    if (errno == ERANGE) return fail_at(p, b, "integer out of range");
     p->s = q;
     return true;
 }

@@ -10,7 +10,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "runtime/cuda/cuexec.h"
@@ -898,9 +897,7 @@ static void fallback_report(cx_exec *x)
 static double prof_now(cx_exec *x)
 {
     if (x->prof == 2) cudaStreamSynchronize(x->stream);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return rt_now();
 }
 
 static const char *place_name(int place)
