@@ -1,0 +1,101 @@
+#!/bin/bash
+# All of issue 7's GPU work as one device call (machines go back 30 s after a
+# call, so each call pays a start): the E2B-sized pipeline is generated on the
+# CPU in the background while the GPU runs the kernel tests and the fixtures'
+# `verify --device cuda`; then the E2B profile and benchmark; compute-sanitizer
+# last, in what time is left. Every step has its own log under $OUT.
+#
+#   here:   make BUILD=build/cudart -j2 build/cudart/graft && bash bench/cuda_all_device.sh prepare
+#           (graft, libgraft_cuda.so, their non-CUDA .so files and test_kernels, xz'd
+#           into .devcarry-all: 5 MB instead of 45, the call's tree stays under 64 MiB)
+#   device: run tool, carry [".whl", ".devcarry-all"], timeout_s 600:
+#           bash bench/cuda_all_device.sh run [STEPS]
+#   STEPS (default "kernels verify profile bench sanitize"): any of them, in that order.
+# DEADLINE_S (default 570): no step starts that cannot finish before it.
+set -u
+if [ "${1:-}" = prepare ]; then
+    B=${BUILD:-build/cudart}
+    [ -f "$B/libgraft_cuda.so" ] || { echo "$B/graft has no CUDA (build it where nvcc is on PATH)" >&2; exit 1; }
+    ck=$(tests/cuda/build.sh build/ck) || exit 1
+    rm -rf .devcarry-all build/pack && mkdir -p .devcarry-all build/pack/lib || exit 1
+    cp "$B/graft" "$B/libgraft_cuda.so" "$ck" build/pack/ || exit 1
+    for l in $(ldd "$B/graft" | awk '/protobuf-c|jansson|pcre2-8|utf8proc/ {print $3}'); do cp -L "$l" build/pack/lib/; done
+    { git rev-parse --short HEAD; git status --short --untracked-files=no | sed 's/^/dirty: /'; } > build/pack/COMMIT
+    tar cJf .devcarry-all/pack.tar.xz -C build/pack . && du -sh .devcarry-all
+    exit
+fi
+[ "${1:-}" = run ] || { echo "usage: $0 prepare | run [STEPS]" >&2; exit 2; }
+shift
+# unpack where the other device scripts look: .devcarry-rt (verify) and
+# .devcarry-e2b (profile, bench); the fixtures are composed here
+rm -rf .devcarry-rt .devcarry-e2b && mkdir -p .devcarry-rt/x && tar xJf .devcarry-all/pack.tar.xz -C .devcarry-rt || exit 1
+ln -s .devcarry-rt .devcarry-e2b
+for f in tests/fixtures/*/; do
+    f=$(basename "$f")
+    [ -f tests/fixtures/$f/golden.ort.json ] || continue
+    LD_LIBRARY_PATH=.devcarry-rt/lib .devcarry-rt/graft compose tests/fixtures/$f -o .devcarry-rt/x/$f --force -q || echo "compose $f failed"
+done
+TK=.devcarry-rt/test_kernels
+T0=$(date +%s)
+DEADLINE_S=${DEADLINE_S:-570}
+RES=${OUT:-/tmp/cuda-all}   # what comes back: logs.tgz, profile.log, RESULTS.part.md
+OUT=/tmp/cuda-all-logs
+mkdir -p "$OUT" "$RES"
+STEPS=" ${*:-kernels verify profile bench sanitize} "
+left() { echo $((DEADLINE_S - ($(date +%s) - T0))); }
+step() { echo "=== [$(($(date +%s) - T0)) s] $*"; }
+has() { case "$STEPS" in *" $1 "*) return 0 ;; esac; return 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
+cat .devcarry-rt/COMMIT
+
+GEN=
+if has profile || has bench; then
+    step "E2B pipeline generation in the background"
+    (python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
+        PYTHONPATH=/tmp/site timeout 330 python3 tools/fixtures/make_gemma4_e2b.py /tmp/e2b >"$OUT/e2b.log" 2>&1) &
+    GEN=$!
+fi
+if has kernels; then
+    step "test_kernels"
+    timeout 120 $TK >"$OUT/test_kernels.log" 2>&1
+    echo "test_kernels rc=$?"
+    grep -E "FAIL|NaN" "$OUT/test_kernels.log" | head -20
+    grep -E "checks,|gemv_tuned|best" "$OUT/test_kernels.log" | tail -12
+fi
+if has verify; then
+    step "verify --device cuda, every fixture"
+    OUT=/tmp/cuda-verify timeout 240 bash bench/cuda_verify_device.sh run >"$OUT/verify.log" 2>&1
+    echo "verify rc=$?"
+    sed -n '/=== summary/,$p' "$OUT/verify.log"
+    grep -A3 "failed (rc" "$OUT/verify.log" | head -30
+fi
+if [ -n "$GEN" ]; then
+    step "wait for the E2B pipeline"
+    wait $GEN || { echo "generation failed"; tail -20 "$OUT/e2b.log"; }
+    tail -2 "$OUT/e2b.log"
+fi
+if has profile && [ "$(left)" -gt 120 ]; then
+    step "profile (bench/cuda_profile_device.sh ${PROFILE_PROMPTS:-128 2048})"
+    timeout $(($(left) - 60)) bash bench/cuda_profile_device.sh ${PROFILE_PROMPTS:-128 2048} >"$OUT/profile.log" 2>&1
+    echo "profile rc=$?"
+    grep -E "^=== |tok/s|graphs|replay|^step|Attention|MatMul \(|RMSNorm|total" "$OUT/profile.log" | head -60
+fi
+if has bench && [ "$(left)" -gt 90 ]; then
+    step "E2B benchmark"
+    OUT=$OUT/b DEADLINE_S=$(($(left) - 20)) bash bench/cuda_e2b_device.sh run --export /tmp/e2b/export ${BENCH_ARGS:---quick} >"$OUT/bench.log" 2>&1
+    echo "bench rc=$?"
+    grep -E "^\| |^\[" "$OUT/bench.log" | tail -20
+fi
+if has sanitize && [ "$(left)" -gt 40 ]; then
+    t=$(($(left) - 15))
+    step "compute-sanitizer memcheck + racecheck (${t} s)"
+    timeout $t compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 $TK --quick >"$OUT/memcheck.log" 2>&1 &
+    m=$!
+    timeout $t compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 3 $TK --quick >"$OUT/racecheck.log" 2>&1 &
+    r=$!
+    wait $m; echo "memcheck rc=$?: $(grep -E 'ERROR SUMMARY|checks,' "$OUT/memcheck.log" | tr '\n' ' ')"
+    wait $r; echo "racecheck rc=$?: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|checks,' "$OUT/racecheck.log" | tr '\n' ' ')"
+fi
+cp "$OUT/profile.log" "$OUT/b/RESULTS.part.md" "$RES/" 2>/dev/null
+tar czf "$RES/logs.tgz" -C "$OUT" . /tmp/cuda-verify 2>/dev/null
+step "done"
