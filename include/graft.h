@@ -421,9 +421,13 @@ void graft_generator_free(graft_generator *g);
 graft_status graft_generator_prefill(graft_generator *g, const int64_t *ids, size_t n, graft_error *err);
 /* Appends one token and runs one decode step. */
 graft_status graft_generator_step(graft_generator *g, int64_t id, graft_error *err);
-/* Logits for the next token (fp32, borrowed until the next call). */
+/* Logits for the next token (fp32, borrowed until the next call; NULL
+ * when the backend cannot return them). After a greedy step on a GPU they
+ * are read back on this first call: the step itself brings back only the
+ * picked id. */
 const float *graft_generator_logits(const graft_generator *g, size_t *vocab);
-/* Picks the next token from the logits by the options (greedy or sampled). */
+/* Picks the next token from the logits by the options (greedy or sampled);
+ * -1 when the logits cannot be read back. */
 int64_t graft_generator_pick(graft_generator *g);
 int graft_generator_is_eos(const graft_generator *g, int64_t id);
 size_t graft_generator_length(const graft_generator *g); /* tokens in the cache */

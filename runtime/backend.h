@@ -60,6 +60,11 @@ typedef struct rt_backend_vt {
      * step), 1 a decode step that may run as a CUDA graph, 2 a decode step
      * without graphs (--no-cuda-graph). */
     void (*set_graphs)(rt_backend *b, int mode);
+    /* Optional: *id = the index of the largest value of the last row of
+     * output `name` (the lowest on a tie, NaN never; the generator's greedy
+     * pick), computed where the output lives so that only the id comes
+     * back. GRAFT_EUNSUPPORTED: read the row instead. */
+    graft_status (*argmax)(rt_backend *b, const char *name, int64_t *id, graft_error *err);
 } rt_backend_vt;
 
 extern const rt_backend_vt rt_backend_cpu;

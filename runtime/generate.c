@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/gemm.h"
 #include "runtime/backend.h"
 #include "runtime/rt.h"
 
@@ -45,6 +46,11 @@ struct graft_generator {
     size_t prompt_cap;
     float *logits;
     void *lrow; /* the last logits row as read back from the backend */
+    const void *lg_row; /* ... where it lives there (after the last step) */
+    int lg_dtype;
+    int lg_ready;       /* logits hold that row */
+    int have_next;      /* next_id: the backend's argmax of that row */
+    int64_t next_id;
     size_t vocab;
     int *order; /* sampling scratch */
     float *probs;
@@ -202,6 +208,8 @@ static graft_status set_int_input(graft_generator *g, const char *name, int dtyp
 }
 
 /* Runs the session on `n` new tokens at position g->len, with the cache. */
+static graft_status fetch_logits(graft_generator *g, graft_error *err);
+
 static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, graft_error *err)
 {
     graft_status rc;
@@ -270,27 +278,47 @@ static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, g
     size_t rows = vocab ? (size_t)(rt_numel(lg.rank, lg.dims) / vocab) : 0;
     if (!vocab || !rows || (g->vocab && vocab != g->vocab))
         return gerr(err, GRAFT_EINVAL, "%s: logits of unexpected shape", graft_model_path(g->m));
+    size_t es = rt_dtype_size(lg.dtype);
+    if (lg.dtype != GRAFT_DTYPE_FLOAT && lg.dtype != GRAFT_DTYPE_FLOAT16 && lg.dtype != GRAFT_DTYPE_BFLOAT16)
+        return gerr(err, GRAFT_EUNSUPPORTED, "logits of type %s", graft_dtype_name(lg.dtype));
+    g->vocab = vocab;
+    g->lg_dtype = lg.dtype;
+    g->lg_row = (const char *)lg.data + (rows - 1) * vocab * es;
+    g->lg_ready = 0;
+    g->have_next = 0;
+    /* greedy: the backend's argmax, only the id comes back (the logits are
+     * read when asked for, graft_generator_logits) */
+    if (g->o.temperature <= 0 && g->be->argmax && !g->planning) {
+        graft_error e2 = {0};
+        rc = g->be->argmax(g->b, g->logits_name, &g->next_id, &e2);
+        if (rc == GRAFT_OK) {
+            g->have_next = 1;
+            return GRAFT_OK;
+        }
+        if (rc != GRAFT_EUNSUPPORTED) {
+            *err = e2;
+            return rc;
+        }
+    }
+    return fetch_logits(g, err);
+}
+
+/* The last logits row read back from the backend and widened to fp32. */
+static graft_status fetch_logits(graft_generator *g, graft_error *err)
+{
+    size_t vocab = g->vocab, es = rt_dtype_size(g->lg_dtype);
     if (!g->logits) {
-        g->vocab = vocab;
         g->logits = malloc(vocab * sizeof *g->logits);
         g->order = malloc(vocab * sizeof *g->order);
         g->probs = malloc(vocab * sizeof *g->probs);
         g->lrow = malloc(vocab * sizeof(float));
         if (!g->logits || !g->order || !g->probs || !g->lrow) return gerr(err, GRAFT_ENOMEM, "out of memory");
     }
-    size_t es = rt_dtype_size(lg.dtype);
-    if (es != 2 && es != 4) return gerr(err, GRAFT_EUNSUPPORTED, "logits of type %s", graft_dtype_name(lg.dtype));
-    /* only the last row comes back from the backend */
-    if ((rc = g->be->read(g->b, g->lrow, (const char *)lg.data + (rows - 1) * vocab * es, vocab * es, err)) != GRAFT_OK)
-        return rc;
-    for (size_t i = 0; i < vocab; i++) {
-        switch (lg.dtype) {
-        case GRAFT_DTYPE_FLOAT: g->logits[i] = ((const float *)g->lrow)[i]; break;
-        case GRAFT_DTYPE_FLOAT16: g->logits[i] = rt_f16_to_f32(((const uint16_t *)g->lrow)[i]); break;
-        case GRAFT_DTYPE_BFLOAT16: g->logits[i] = rt_bf16_to_f32(((const uint16_t *)g->lrow)[i]); break;
-        default: return gerr(err, GRAFT_EUNSUPPORTED, "logits of type %s", graft_dtype_name(lg.dtype));
-        }
-    }
+    graft_status rc = g->be->read(g->b, g->lrow, g->lg_row, vocab * es, err);
+    if (rc != GRAFT_OK) return rc;
+    if (!k_to_f32(g->lg_dtype, g->lrow, g->logits, vocab))
+        return gerr(err, GRAFT_EUNSUPPORTED, "logits of type %s", graft_dtype_name(g->lg_dtype));
+    g->lg_ready = 1;
     return GRAFT_OK;
 }
 
@@ -502,6 +530,11 @@ graft_status graft_generator_step(graft_generator *g, int64_t id, graft_error *e
 const float *graft_generator_logits(const graft_generator *g, size_t *vocab)
 {
     if (vocab) *vocab = g->vocab;
+    if (!g->lg_ready && g->lg_row) {
+        graft_error e;
+        /* read on first use after a greedy step (the pick needed only the id) */
+        if (fetch_logits((graft_generator *)g, &e) != GRAFT_OK) return NULL;
+    }
     return g->logits;
 }
 
@@ -525,7 +558,9 @@ static int cmp_desc(const void *a, const void *b, void *ctx)
 
 int64_t graft_generator_pick(graft_generator *g)
 {
-    const float *lg = g->logits;
+    if (g->have_next && !g->lg_ready && g->o.temperature <= 0) return g->next_id;
+    const float *lg = graft_generator_logits(g, NULL);
+    if (!lg) return -1;
     size_t v = g->vocab, best = 0;
     for (size_t i = 1; i < v; i++)
         if (lg[i] > lg[best]) best = i;

@@ -67,6 +67,11 @@ graft_status gops_copy(size_t esize, const gops_shape *sh, const void *src, void
 graft_status gops_reduce_last(int dtype, const void *x, void *y, int64_t rows, int64_t dim, int mean,
                               gcuda_stream s, graft_error *err);
 
+/* *out (device) = the index of the largest of x[0..n), the lowest index on
+ * a tie, as the host's greedy pick (best = 0; x[i] > x[best] moves it):
+ * NaN never wins, a NaN at 0 or nothing above -inf gives 0. */
+graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, gcuda_stream s, graft_error *err);
+
 /* Attention for any number of query rows: one block per (batch, query
  * head, query row), online softmax over the keys. Q rows [hd], K/V rows
  * [hd]/[vd] reached through (batch, head, seq) strides. The key j is

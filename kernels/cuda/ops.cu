@@ -265,6 +265,54 @@ extern "C" graft_status gops_reduce_last(int dtype, const void *x, void *y, int6
     return GRAFT_OK;
 }
 
+/* ------------------------------------------------------------ argmax */
+
+/* One block: each thread scans a strided slice keeping its first maximum,
+ * then a shared-memory tree keeps the larger value, the lower index on a
+ * tie. As the host's loop (best = 0; i > 0 wins on x[i] > x[best]): NaN
+ * never wins, and a NaN at 0 or nothing above -inf gives 0. */
+#define GO_AMAX_THREADS 1024
+template <typename T> __global__ void go_argmax_kernel(const T *x, int64_t n, int64_t *out)
+{
+    __shared__ float sv[GO_AMAX_THREADS];
+    __shared__ int64_t si[GO_AMAX_THREADS];
+    float bv = -INFINITY;
+    int64_t bi = n;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = gc_f(x[i]);
+        if (v > bv || (v == bv && bi == n)) {
+            bv = v;
+            bi = i;
+        }
+    }
+    sv[threadIdx.x] = bv;
+    si[threadIdx.x] = bi;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) {
+            float v = sv[threadIdx.x + w];
+            int64_t i = si[threadIdx.x + w];
+            if (i < n && (si[threadIdx.x] == n || v > sv[threadIdx.x] || (v == sv[threadIdx.x] && i < si[threadIdx.x]))) {
+                sv[threadIdx.x] = v;
+                si[threadIdx.x] = i;
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *out = si[0] == n || isnan(gc_f(x[0])) ? 0 : si[0];
+}
+
+extern "C" graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, gcuda_stream s,
+                                    graft_error *err)
+{
+    if (n <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: %lld elements", (long long)n);
+    GCUDA_DISPATCH(dtype, "gops_argmax", {
+        go_argmax_kernel<T><<<1, GO_AMAX_THREADS, 0, s>>>((const T *)x, n, out);
+        GCUDA_CHECK_LAUNCH("go_argmax_kernel");
+    });
+    return GRAFT_OK;
+}
+
 /* ------------------------------------------------------------ attention */
 
 #define GO_ATT_WARPS 4

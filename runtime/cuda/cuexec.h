@@ -174,7 +174,11 @@ struct cx_exec {
     double prof_step_s, prof_step_gpu_s;
     cudaEvent_t pstep[2];
     const char *no_graph; /* why graphs stopped, or NULL */
-    char desc2[512];
+    cx_node *now;         /* the node running (eager or captured run) */
+    char rp_why[200];     /* why the last replay was refused ("" : none) */
+    char sync_why[200];   /* the last copy back to the host that a host node waited for */
+    char desc2[1024];
+    int64_t *amax_d, *amax_h; /* argmax: device result and its pinned copy */
 };
 
 #define CX_MAX_B 64

@@ -312,6 +312,10 @@ static graft_status to_host(cx_exec *x, cx_val *v, graft_error *err)
         if ((rc = download(x, v, v->t.data, err)) != GRAFT_OK) return rc;
         CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise for a host node");
         x->run_syncs++;
+        if (x->now && x->graph_step)
+            snprintf(x->sync_why, sizeof x->sync_why, "%s '%s' (%s) reads a device value of %zu bytes",
+                     rt_node_op(&x->now->n), graft_node_name(x->now->n.src),
+                     x->now->place == CX_DEVICE ? "device" : "host", v->t.nbytes);
     }
     v->on_host = true;
     return GRAFT_OK;
@@ -679,6 +683,8 @@ static void cx_free(rt_backend *b)
     if (x->dlen) cudaFree(x->dlen);
     if (x->iota) cudaFree(x->iota);
     if (x->hlen) cudaFreeHost(x->hlen);
+    if (x->amax_d) cudaFree(x->amax_d);
+    if (x->amax_h) cudaFreeHost(x->amax_h);
     gops_blas_free(x->blas);
     if (x->stream) cudaStreamDestroy(x->stream);
     free(x);
@@ -1046,6 +1052,7 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
         cx_node *cn = &x->nodes[i];
         if (cn->const_done) continue;
         if (!cn->place) place(x, cn);
+        x->now = cn;
         double t0 = prof ? prof_now(x) : 0.0;
         bool ev = prof && x->prof == 1 && cn->place == CX_DEVICE && prof_events(x, cn);
         if (ev) cudaEventRecord(cn->pev[0], x->stream);
@@ -1079,6 +1086,7 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
             cn->prof_s += prof_now(x) - t0;
             cn->prof_n++;
         }
+        x->now = NULL;
         if (rc != GRAFT_OK) return rc;
         if (!strcmp(rt_node_op(&cn->n), "Constant") && !*graft_node_domain(cn->n.src)) {
             cn->const_done = true;
@@ -1153,6 +1161,7 @@ static int replay(cx_exec *x)
     x->run_syncs = 0;
     x->replaying = true;
     x->rp_fail = false;
+    x->rp_why[0] = 0;
     int ok = 1;
     for (size_t i = 0; i < x->n_nodes && ok; i++) {
         cx_node *cn = &x->nodes[i];
@@ -1165,11 +1174,15 @@ static int replay(cx_exec *x)
         default: ok = 0; break;
         }
         if (x->rp_fail) ok = 0;
+        if (!ok && !x->rp_why[0])
+            snprintf(x->rp_why, sizeof x->rp_why, "%s '%s' (%s node)", rt_node_op(&cn->n), graft_node_name(cn->n.src),
+                     place_name(cn->place));
     }
     for (size_t i = 0; i < x->n_kv && ok; i++) {
         cx_kvbind *kb = &x->kv[i];
         cx_val *v = x->vals[kb->present];
         ok = v->t.present && v->d == kb->buf && v->pitch == kb->max_seq && v->on_dev && !v->base;
+        if (!ok) snprintf(x->rp_why, sizeof x->rp_why, "present '%s' not in its KV cache", kb->name);
     }
     x->replaying = false;
     if (!ok) return 0;
@@ -1432,6 +1445,27 @@ static graft_status cx_bind_kv(rt_backend *b, const char *past, const char *pres
     return GRAFT_OK;
 }
 
+static graft_status cx_argmax(rt_backend *b, const char *name, int64_t *id, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    cx_val *v = output_val(x, name);
+    if (!v || !v->t.present || !v->on_dev || v->pitch || v->t.rank < 1 || !cx_is_float(v->t.dtype))
+        return xerr(err, GRAFT_EUNSUPPORTED, "output '%s' is not a float tensor on the device", name);
+    int64_t n = v->t.dims[v->t.rank - 1];
+    if (n <= 0 || v->t.numel % (uint64_t)n) return xerr(err, GRAFT_EUNSUPPORTED, "output '%s' is empty", name);
+    if (!x->amax_d) {
+        CX_CUDA(cudaMalloc((void **)&x->amax_d, sizeof *x->amax_d), "argmax result");
+        CX_CUDA(cudaMallocHost((void **)&x->amax_h, sizeof *x->amax_h), "argmax result (pinned)");
+    }
+    const char *row = (const char *)v->d + (v->t.numel / (uint64_t)n - 1) * (uint64_t)n * rt_dtype_size(v->t.dtype);
+    graft_status rc = gops_argmax(v->t.dtype, row, n, x->amax_d, (gcuda_stream)x->stream, err);
+    if (rc != GRAFT_OK) return rc;
+    CX_CUDA(cudaMemcpyAsync(x->amax_h, x->amax_d, sizeof *x->amax_h, cudaMemcpyDeviceToHost, x->stream), "argmax");
+    CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise");
+    *id = *x->amax_h;
+    return GRAFT_OK;
+}
+
 static const char *cx_describe(rt_backend *b)
 {
     cx_exec *x = (cx_exec *)b;
@@ -1440,9 +1474,11 @@ static const char *cx_describe(rt_backend *b)
         return x->desc2;
     }
     snprintf(x->desc2, sizeof x->desc2, "%s; CUDA graphs: %zu steps as graphs (%zu replayed as captured, %zu "
-             "captures: %zu instantiations, %zu updates), %zu eager, %zu captures abandoned%s%s", x->desc, x->n_graph,
-             x->n_replay, x->n_graph - x->n_replay, x->n_inst, x->n_update, x->n_eager, x->n_abort,
-             x->no_graph ? "; off: " : "", x->no_graph ? x->no_graph : "");
+             "captures: %zu instantiations, %zu updates), %zu eager, %zu captures abandoned%s%s%s%s%s%s", x->desc,
+             x->n_graph, x->n_replay, x->n_graph - x->n_replay, x->n_inst, x->n_update, x->n_eager, x->n_abort,
+             x->no_graph ? "; off: " : "", x->no_graph ? x->no_graph : "",
+             x->rp_why[0] ? "; last replay refused at " : "", x->rp_why,
+             x->n_graph < x->n_eager && x->sync_why[0] ? "; eager steps wait for the host: " : "", x->sync_why);
     return x->desc2;
 }
 
@@ -1464,5 +1500,5 @@ static const char *cx_fallbacks(rt_backend *b, size_t *count)
 const rt_backend_vt rt_backend_cuda = {
     "cuda",  cx_available, cx_open, cx_free,    cx_alloc, cx_mfree,    cx_zero,     cx_set_input,
     cx_run,  cx_output,    cx_swap, cx_reserve, cx_copy,  cx_read,     cx_describe, cx_fallbacks,
-    cx_bind_kv, cx_set_graphs,
+    cx_bind_kv, cx_set_graphs, cx_argmax,
 };

@@ -1477,27 +1477,36 @@ const cx_op cx_ops[] = {
 
 /* ------------------------------------------------------------ CUDA graph replay */
 
+/* Notes why a device node cannot be replayed (the first refusal of a step;
+ * the backend's description names it). */
+static int rp_no(cx_exec *x, cx_node *cn, const char *why)
+{
+    if (!x->rp_why[0])
+        snprintf(x->rp_why, sizeof x->rp_why, "%s '%s' (%s)", rt_node_op(&cn->n), graft_node_name(cn->n.src), why);
+    return 0;
+}
+
 int cx_replay_node(cx_exec *x, cx_node *cn)
 {
     rt_node *n = &cn->n;
-    if (!cn->rp_ok || cn->rp_bad || n->n_in > 32) return 0;
+    if (!cn->rp_ok || cn->rp_bad || n->n_in > 32) return rp_no(x, cn, "record");
     if (cn->rp_elide) { /* an elided transpose: only its shape */
         cx_val *a = cx_in(cn, 0), *y = cx_v(n->out[0]);
         size_t np;
         const int64_t *perm = rt_attr_ints(n, "perm", &np);
         if (!a || !perm || (int)np != a->t.rank || a->t.rank != cn->rp_out[0].rank || y->d != cn->rp_out[0].d ||
             a->t.dtype != cn->rp_out[0].dtype)
-            return 0;
+            return rp_no(x, cn, "elided transpose");
         uint64_t numel = 1;
         for (int i = 0; i < a->t.rank; i++) {
-            if (perm[i] < 0 || perm[i] >= a->t.rank) return 0;
+            if (perm[i] < 0 || perm[i] >= a->t.rank) return rp_no(x, cn, "elided transpose");
             y->t.dims[i] = a->t.dims[perm[i]];
             numel *= (uint64_t)y->t.dims[i];
         }
         if (numel * rt_dtype_size(a->t.dtype) > cn->rp_out[0].nbytes && numel > cn->rp_out[0].numel) {
             /* larger than at capture: still within the buffer planned at the maximum context? */
             cx_val *yv = y;
-            if (!yv->dcap || numel * rt_dtype_size(a->t.dtype) > yv->dcap) return 0;
+            if (!yv->dcap || numel * rt_dtype_size(a->t.dtype) > yv->dcap) return rp_no(x, cn, "elided transpose");
         }
         y->base = NULL;
         y->t.dtype = a->t.dtype;
@@ -1515,10 +1524,16 @@ int cx_replay_node(cx_exec *x, cx_node *cn)
         const cx_meta *m = &cn->rp_in[j];
         rt_tensor *t = n->in[j];
         if (!t) continue;
-        if (t->present != (m->present != 0) || t->dtype != m->dtype || t->rank != m->rank) return 0;
+        if (t->present != (m->present != 0) || t->dtype != m->dtype || t->rank != m->rank)
+            return rp_no(x, cn, "input presence, type or rank");
         if (cn->rp_exempt >> j & 1) continue;
         for (int d = 0; d < t->rank; d++)
-            if (t->dims[d] != m->dims[d]) return 0;
+            if (t->dims[d] != m->dims[d]) {
+                char why[64];
+                snprintf(why, sizeof why, "input %d dim %d: %lld, captured %lld", j, d, (long long)t->dims[d],
+                         (long long)m->dims[d]);
+                return rp_no(x, cn, why);
+            }
     }
     /* what it read on the host: the same bytes */
     for (int i = 0; i < cn->rp_nhr; i++) {
@@ -1528,32 +1543,32 @@ int cx_replay_node(cx_exec *x, cx_node *cn)
         if (ex) continue;
         if (!v->on_host || v->t.nbytes != cn->rp_hrn[i] ||
             (v->t.nbytes && memcmp(v->t.data, cn->rp_hrb[i], v->t.nbytes)))
-            return 0;
+            return rp_no(x, cn, "host-read bytes");
     }
     /* the lengths, read from device memory by the captured kernels */
     int64_t past = 0;
     if (cn->rp_len) {
         rt_tensor *t = cn->rp_lin < n->n_in ? n->in[cn->rp_lin] : NULL;
-        if (!t || (t->rank != 4 && (cn->rp_len != 3 || t->rank != 3))) return 0;
+        if (!t || (t->rank != 4 && (cn->rp_len != 3 || t->rank != 3))) return rp_no(x, cn, "KV length");
         /* 1: a past [B, H, past, D]; 2: a present [B, H, past + S, D]; 3: K read
          * from another layer's cache, [B, T, H * D] or [B, H, T, D] */
         past = cn->rp_len == 3 ? (t->rank == 3 ? t->dims[1] : t->dims[2]) - cn->rp_S
                                : t->dims[2] - (cn->rp_len == 2 ? cn->rp_S : 0);
-        if (past < 0 || !cx_lens_replay(x, past, past + cn->rp_S)) return 0;
+        if (past < 0 || !cx_lens_replay(x, past, past + cn->rp_S)) return rp_no(x, cn, "KV length");
         if (cn->rp_hscr) {
-            if (!cn->hscr || cn->hcap < (size_t)(cn->rp_B * cn->rp_S)) return 0;
+            if (!cn->hscr || cn->hcap < (size_t)(cn->rp_B * cn->rp_S)) return rp_no(x, cn, "KV length");
             for (int64_t b = 0; b < cn->rp_B; b++)
                 for (int64_t s2 = 0; s2 < cn->rp_S; s2++) cn->hscr[b * cn->rp_S + s2] = past + s2;
         }
         if (cn->rp_mask_in >= 0) { /* the mask must still be the same causal window */
             cx_val *mv = cx_in(cn, cn->rp_mask_in);
             gops_attn_args ma = {0};
-            if (!mv || !mask_fields(mv, cn->rp_B, cn->rp_Hq, cn->rp_S, cn->rp_dt, &ma)) return 0;
+            if (!mv || !mask_fields(mv, cn->rp_B, cn->rp_Hq, cn->rp_S, cn->rp_dt, &ma)) return rp_no(x, cn, "mask window");
             cache_attn c = {0};
             c.dt = cn->rp_dt, c.B = cn->rp_B, c.Hq = cn->rp_Hq, c.Sq = cn->rp_S, c.past = past;
             c.causal = cn->rp_causal, c.window_left = cn->rp_wleft, c.mask = &ma, c.mval = mv;
             int64_t w = -1;
-            if (!mask_window_cached(x, &c, past + cn->rp_S, &w) || w != cn->rp_win) return 0;
+            if (!mask_window_cached(x, &c, past + cn->rp_S, &w) || w != cn->rp_win) return rp_no(x, cn, "mask window");
         }
     }
     /* per-step uploads: their pinned staging refilled (the copies are in the graph) */
@@ -1561,7 +1576,7 @@ int cx_replay_node(cx_exec *x, cx_node *cn)
         cx_val *v = cn->rp_up[i];
         if (v->on_dev) continue;
         if (!v->on_host || !v->t.present || v->t.nbytes != cn->rp_upn[i] || v->t.nbytes > v->pcap || v->base)
-            return 0;
+            return rp_no(x, cn, "upload");
         if (v->t.nbytes) memcpy(v->pin, v->t.data, v->t.nbytes);
         v->on_dev = true;
     }
@@ -1570,7 +1585,7 @@ int cx_replay_node(cx_exec *x, cx_node *cn)
         const cx_meta *m = &cn->rp_out[j];
         cx_val *v = cx_v(n->out[j]);
         if (!m->present) continue;
-        if (v->d != m->d) return 0;
+        if (v->d != m->d) return rp_no(x, cn, "output buffer");
         v->base = NULL;
         v->t.dtype = m->dtype;
         v->t.rank = m->rank;

@@ -659,6 +659,47 @@ static void test_softmax(int dt, int rows, int dim)
     release_all();
 }
 
+/* gops_argmax against the host's greedy loop (best = 0; x[i] > x[best]
+ * moves it) on the values as stored: ties (many, in 16-bit types), all
+ * equal, -inf everywhere, NaN at 0 and elsewhere, the maximum last. Exact:
+ * the row's error is the number of cases whose index differs. */
+static void test_argmax(int dt, int n)
+{
+    int bad = 0, cases = 0;
+    for (int c = 0; c < 6; c++) {
+        std::vector<float> x = rnd(dt, (size_t)n, -8, 8);
+        if (c == 1) std::fill(x.begin(), x.end(), 0.5f);
+        if (c == 2) std::fill(x.begin(), x.end(), -INFINITY);
+        if (c == 3) x[0] = NAN;
+        if (c == 4) {
+            x[n / 3] = NAN;
+            x[n - 1] = 9.0f;
+        }
+        if (c == 5) x[n / 2] = x[n / 5] = 8.5f; /* a tie for the maximum: the lower index */
+        std::vector<unsigned char> h(x.size() * gcuda_dtype_size(dt));
+        pack(dt, x.data(), x.size(), h.data());
+        unpack(dt, h.data(), x.size(), x.data());
+        int64_t want = 0;
+        for (int64_t i = 1; i < n; i++)
+            if (x[i] > x[want]) want = i;
+        void *dx = dupload(dt, x);
+        int64_t *dout = (int64_t *)dalloc(sizeof(int64_t)), got = -7;
+        CUCK(cudaMemset(dout, 0xff, sizeof(int64_t)));
+        CK(gops_argmax(dt, dx, n, dout, NULL, &E));
+        CK(gcuda_sync(NULL, &E));
+        CK(gcuda_download(&got, dout, sizeof got, NULL, &E));
+        cases++;
+        if (got != want) {
+            bad++;
+            fprintf(stderr, "argmax %s n%d case %d: got %lld, want %lld\n", dname(dt), n, c, (long long)got,
+                    (long long)want);
+        }
+        release_all();
+    }
+    row r{"argmax", fmt("n%d (%d cases)", n, cases), dt, 0, (size_t)cases, (double)bad, 0.0, bad == 0};
+    g_rows.push_back(r);
+}
+
 static void test_binary(int dt, gcuda_binary_op op, int n, int bn)
 {
     auto a = rnd(dt, n, -4, 4), b = rnd(dt, bn, -4, 4);
@@ -1068,6 +1109,8 @@ int main(int argc, char **argv)
         test_softmax(dt, 2, 32);
         test_softmax(dt, 8, 4096);
         if (!quick) test_softmax(dt, 1, 262144);
+        test_argmax(dt, 1000);
+        test_argmax(dt, quick ? 32000 : 262144);
 
         test_binary(dt, GCUDA_BINARY_ADD, 4096, 4096);
         test_binary(dt, GCUDA_BINARY_MUL, 4096, 4096);
