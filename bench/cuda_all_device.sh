@@ -80,6 +80,13 @@ if has profile && [ "$(left)" -gt 120 ]; then
     echo "profile rc=$?"
     grep -E "^=== |tok/s|graphs|replay|^step|Attention|MatMul \(|RMSNorm|total" "$OUT/profile.log" | head -60
 fi
+if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; then
+    step "E2B decode without fusion, and without graphs (GRAFT_CUDA_FUSE=0 / --no-cuda-graph)"
+    for v in "0 --prompt-tokens 128" "1 --no-cuda-graph"; do
+        GRAFT_CUDA_FUSE=${v%% *} .devcarry-rt/graft bench /tmp/e2b/export --device cuda --prompt-tokens 128 \
+            --new-tokens 64 ${v#* } 2>&1 | grep -E "tok/s|^device:" | cut -c1-600
+    done
+fi
 if has bench && [ "$(left)" -gt 90 ]; then
     step "E2B benchmark"
     OUT=$OUT/b DEADLINE_S=$(($(left) - 20)) bash bench/cuda_e2b_device.sh run --export /tmp/e2b/export ${BENCH_ARGS:---quick} >"$OUT/bench.log" 2>&1

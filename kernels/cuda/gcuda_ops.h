@@ -67,6 +67,38 @@ graft_status gops_copy(size_t esize, const gops_shape *sh, const void *src, void
 graft_status gops_reduce_last(int dtype, const void *x, void *y, int64_t rows, int64_t dim, int mean,
                               gcuda_stream s, graft_error *err);
 
+/* A chain of elementwise nodes as one kernel (the CUDA executor's fusion,
+ * runtime/cuda/fuse.c): per element of the output (rank, dims; y of
+ * y_dtype), r starts as leaf 0 there, or, with norm_dim > 0, as the
+ * RMSNorm of leaf 0's rows of norm_dim (eps, gamma of leaf 0's type,
+ * rounded to norm_dtype); then each instruction in order: UNARY r =
+ * op(r) (lo, hi for CLIP), BINARY r = op(r, leaf) (op(leaf, r) with
+ * chain_b), CAST nothing but the rounding; r is rounded to the
+ * instruction's dtype after each, as the unfused nodes store it. Leaves
+ * are read through broadcast strides st[leaf] over dims. */
+#define GOPS_FUSE_MAX 8
+#define GOPS_FUSE_LEAVES 8
+enum { GOPS_FUSE_UNARY = 0, GOPS_FUSE_BINARY = 1, GOPS_FUSE_CAST = 2 };
+typedef struct gops_fuse_ins {
+    int kind, op, leaf, chain_b, dtype;
+    float lo, hi;
+} gops_fuse_ins;
+typedef struct gops_fuse {
+    int n_ins, n_leaf, rank;
+    gops_fuse_ins ins[GOPS_FUSE_MAX];
+    const void *leaf[GOPS_FUSE_LEAVES];
+    int leaf_dtype[GOPS_FUSE_LEAVES];
+    int64_t dims[GOPS_MAX_RANK];
+    int64_t st[GOPS_FUSE_LEAVES][GOPS_MAX_RANK];
+    void *y;
+    int y_dtype;
+    int64_t norm_dim; /* > 0: RMSNorm head over the last norm_dim elements */
+    const void *gamma;
+    float eps;
+    int norm_dtype;
+} gops_fuse;
+graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_error *err);
+
 /* *out (device) = the index of the largest of x[0..n), the lowest index on
  * a tie, as the host's greedy pick (best = 0; x[i] > x[best] moves it):
  * NaN never wins, a NaN at 0 or nothing above -inf gives 0. */

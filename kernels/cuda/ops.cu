@@ -40,9 +40,9 @@ static graft_status go_check_shape(const gops_shape *sh, const char *fn, graft_e
 
 /* ------------------------------------------------------------ binary, where */
 
-template <int OP> __device__ __forceinline__ float go_bin(float a, float b)
+__device__ __forceinline__ float go_bin_f(int op, float a, float b)
 {
-    switch (OP) {
+    switch (op) {
     case GOPS_ADD: return a + b;
     case GOPS_SUB: return a - b;
     case GOPS_MUL: return a * b;
@@ -52,6 +52,7 @@ template <int OP> __device__ __forceinline__ float go_bin(float a, float b)
     default: return isnan(a) || isnan(b) ? __int_as_float(0x7fc00000) : fminf(a, b);
     }
 }
+template <int OP> __device__ __forceinline__ float go_bin(float a, float b) { return go_bin_f(OP, a, b); }
 
 template <typename T, int OP>
 __global__ void go_binary_kernel(gops_shape sh, const T *a, const T *b, T *y, int64_t n)
@@ -120,9 +121,9 @@ extern "C" graft_status gops_where(int dtype, const gops_shape *sh, const uint8_
 
 /* ------------------------------------------------------------ unary, cast */
 
-template <int OP> __device__ __forceinline__ float go_un(float x, float lo, float hi)
+__device__ __forceinline__ float go_un_f(int op, float x, float lo, float hi)
 {
-    switch (OP) {
+    switch (op) {
     case GOPS_NEG: return -x;
     case GOPS_SQRT: return sqrtf(x);
     case GOPS_TANH: return tanhf(x);
@@ -143,6 +144,7 @@ template <int OP> __device__ __forceinline__ float go_un(float x, float lo, floa
     default: return x;
     }
 }
+template <int OP> __device__ __forceinline__ float go_un(float x, float lo, float hi) { return go_un_f(OP, x, lo, hi); }
 
 template <typename T, int OP>
 __global__ void go_unary_kernel(const T *x, T *y, int64_t n, float lo, float hi)
@@ -262,6 +264,124 @@ extern "C" graft_status gops_reduce_last(int dtype, const void *x, void *y, int6
         go_reduce_kernel<T><<<(unsigned)rows, 256, 0, s>>>((const T *)x, (T *)y, dim, mean);
         GCUDA_CHECK_LAUNCH("go_reduce_kernel");
     });
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ fused elementwise chains */
+
+__device__ __forceinline__ float go_ld(const void *p, int dt, int64_t i)
+{
+    if (dt == GRAFT_DTYPE_FLOAT16) return __half2float(((const __half *)p)[i]);
+    if (dt == GRAFT_DTYPE_BFLOAT16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+__device__ __forceinline__ float go_round(int dt, float v)
+{
+    if (dt == GRAFT_DTYPE_FLOAT16) return __half2float(__float2half_rn(v));
+    if (dt == GRAFT_DTYPE_BFLOAT16) return __bfloat162float(__float2bfloat16_rn(v));
+    return v;
+}
+
+__device__ __forceinline__ void go_st(void *p, int dt, int64_t i, float v)
+{
+    if (dt == GRAFT_DTYPE_FLOAT16) ((__half *)p)[i] = __float2half_rn(v);
+    else if (dt == GRAFT_DTYPE_BFLOAT16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+    else ((float *)p)[i] = v;
+}
+
+/* The chain's instructions on r, the value at output element i (leaves
+ * read through their broadcast strides), rounded after each to its type as
+ * the unfused nodes store it. */
+__device__ __forceinline__ float go_chain(const gops_fuse &f, float r, int64_t i)
+{
+    int64_t c[GOPS_MAX_RANK];
+    for (int d = f.rank - 1; d >= 0; d--) {
+        c[d] = i % f.dims[d];
+        i /= f.dims[d];
+    }
+    for (int k = 0; k < f.n_ins; k++) {
+        const gops_fuse_ins &in = f.ins[k];
+        if (in.kind == GOPS_FUSE_BINARY) {
+            int64_t off = 0;
+            for (int d = 0; d < f.rank; d++) off += c[d] * f.st[in.leaf][d];
+            float o = go_ld(f.leaf[in.leaf], f.leaf_dtype[in.leaf], off);
+            r = in.chain_b ? go_bin_f(in.op, o, r) : go_bin_f(in.op, r, o);
+        } else if (in.kind == GOPS_FUSE_UNARY) {
+            r = go_un_f(in.op, r, in.lo, in.hi);
+        }
+        r = go_round(in.dtype, r);
+    }
+    return r;
+}
+
+__global__ void go_fuse_kernel(gops_fuse f, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off = 0, j = i;
+        for (int d = f.rank - 1; d >= 0; d--) {
+            off += (j % f.dims[d]) * f.st[0][d];
+            j /= f.dims[d];
+        }
+        go_st(f.y, f.y_dtype, i, go_chain(f, go_ld(f.leaf[0], f.leaf_dtype[0], off), i));
+    }
+}
+
+/* RMSNorm head: one block per row of leaf 0 (contiguous, the output's
+ * shape), the row in registers as in norm.cu. */
+#define GO_FUSE_EPT 16
+__global__ void __launch_bounds__(1024) go_fuse_norm_kernel(gops_fuse f)
+{
+    __shared__ float scratch[32];
+    int dim = (int)f.norm_dim;
+    int64_t row = (int64_t)blockIdx.x * dim;
+    float v[GO_FUSE_EPT];
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < GO_FUSE_EPT; e++) {
+        int i = e * blockDim.x + threadIdx.x;
+        v[e] = i < dim ? go_ld(f.leaf[0], f.leaf_dtype[0], row + i) : 0.0f;
+        ss += v[e] * v[e];
+    }
+    ss = gc_block_sum(ss, scratch);
+    float q = ss / (float)dim + f.eps;
+    float inv = f.leaf_dtype[0] == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q);
+#pragma unroll
+    for (int e = 0; e < GO_FUSE_EPT; e++) {
+        int i = e * blockDim.x + threadIdx.x;
+        if (i < dim) {
+            float r = go_round(f.norm_dtype, v[e] * inv * go_ld(f.gamma, f.leaf_dtype[0], i));
+            go_st(f.y, f.y_dtype, row + i, go_chain(f, r, row + i));
+        }
+    }
+}
+
+extern "C" graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_error *err)
+{
+    if (f->rank < 0 || f->rank > GOPS_MAX_RANK || f->n_ins < 0 || f->n_ins > GOPS_FUSE_MAX || f->n_leaf < 1 ||
+        f->n_leaf > GOPS_FUSE_LEAVES)
+        return gcuda_errf(err, GRAFT_EINVAL, "gops_fused: rank %d, %d instructions, %d leaves", f->rank, f->n_ins,
+                          f->n_leaf);
+    for (int k = 0; k < f->n_ins; k++)
+        if (f->ins[k].kind == GOPS_FUSE_BINARY && (f->ins[k].leaf < 0 || f->ins[k].leaf >= f->n_leaf))
+            return gcuda_errf(err, GRAFT_EINVAL, "gops_fused: instruction %d reads leaf %d of %d", k, f->ins[k].leaf,
+                              f->n_leaf);
+    int64_t n = 1;
+    for (int d = 0; d < f->rank; d++) n *= f->dims[d];
+    if (n <= 0) return GRAFT_OK;
+    if (f->norm_dim > 0) {
+        if (f->norm_dim > 1024 * GO_FUSE_EPT || n % f->norm_dim)
+            return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_fused: norm over %lld of %lld", (long long)f->norm_dim,
+                              (long long)n);
+        int threads = (int)((f->norm_dim + GO_FUSE_EPT - 1) / GO_FUSE_EPT);
+        threads = (threads + 31) / 32 * 32;
+        if (threads < 32) threads = 32;
+        go_fuse_norm_kernel<<<(unsigned)(n / f->norm_dim), threads, 0, s>>>(*f);
+        GCUDA_CHECK_LAUNCH("go_fuse_norm_kernel");
+        return GRAFT_OK;
+    }
+    go_fuse_kernel<<<gc_blocks(n, 256), 256, 0, s>>>(*f, n);
+    GCUDA_CHECK_LAUNCH("go_fuse_kernel");
     return GRAFT_OK;
 }
 

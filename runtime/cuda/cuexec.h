@@ -35,6 +35,8 @@ typedef struct cx_val {
     uint64_t an_run[2];
     int64_t an_key[2], an_win[2];
     int an_ok[2];
+    int n_readers;   /* nodes reading it (+2 for a graph output), and the last (fusion planning) */
+    size_t reader;
 } cx_val;
 
 /* One layer's K or V cache bound in place by the generator. */
@@ -110,6 +112,8 @@ struct cx_node {
     int shared_k, shared_v; /* ... the bindings (cx_exec.kv) */
     int64_t *hscr;     /* host scratch (positions to upload) */
     size_t hcap;
+    int fuse;          /* 1: a member of a fused chain before its tail (computes nothing); 2: the tail (runs it) */
+    struct cx_fuse *fz; /* the tail's chain (runtime/cuda/fuse.c) */
 };
 
 struct cx_exec {
@@ -179,6 +183,7 @@ struct cx_exec {
     char sync_why[200];   /* the last copy back to the host that a host node waited for */
     char desc2[1024];
     int64_t *amax_d, *amax_h; /* argmax: device result and its pinned copy */
+    size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
 };
 
 #define CX_MAX_B 64
@@ -215,6 +220,16 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
 /* Replays device node cn (runtime/cuda/ops.c): checks its inputs against
  * its record, refills its staging, restores its outputs; 0 when it cannot. */
 int cx_replay_node(cx_exec *x, cx_node *cn);
+/* ONNX op name -> gops_binary_op, or -1 (runtime/cuda/ops.c). */
+int cx_binary_code(const char *op);
+/* A unary node -> gops_unary_op (lo, hi for an opset < 11 Clip), or -1. */
+int cx_unary_code(const rt_node *n, float *lo, float *hi);
+/* Elementwise fusion (runtime/cuda/fuse.c): planned once after the
+ * planning run; members before the tail skip, the tail runs the chain. */
+void cx_fuse_plan(cx_exec *x);
+graft_status cx_fuse_skip(cx_exec *x, cx_node *cn, graft_error *err);
+graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err);
+void cx_fuse_free(cx_node *cn);
 /* Writes the lengths for a replay (the copy is in the graph). */
 int cx_lens_replay(cx_exec *x, int64_t past, int64_t total);
 /* The node's zeroed workspace of at least `bytes`. */

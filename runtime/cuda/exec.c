@@ -650,6 +650,7 @@ static void cx_free(rt_backend *b)
         if (x->nodes[i].scr) cudaFree(x->nodes[i].scr);
         if (x->nodes[i].ws) cudaFree(x->nodes[i].ws);
         rp_clear(&x->nodes[i]);
+        cx_fuse_free(&x->nodes[i]);
         free(x->nodes[i].rp_in);
         free(x->nodes[i].rp_out);
         if (x->nodes[i].hscr) cudaFreeHost(x->nodes[i].hscr);
@@ -1064,7 +1065,9 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
                 rp_clear(cn);
                 x->cur = cn;
             }
-            rc = cn->dop->run(x, cn, err);
+            rc = cn->fuse == 1   ? cx_fuse_skip(x, cn, err)
+                 : cn->fuse == 2 ? cx_fuse_run(x, cn, err)
+                                 : cn->dop->run(x, cn, err);
             if (x->capturing) {
                 x->cur = NULL;
                 if (rc == GRAFT_OK) rp_record(cn);
@@ -1130,6 +1133,7 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
     if (!x->placed) {
         x->placed = true;
         fallback_report(x);
+        cx_fuse_plan(x);
         if (x->up_shown >= 0) fputc('\n', stderr); /* the progress bar's line */
     }
     if (prof) {
@@ -1469,12 +1473,16 @@ static graft_status cx_argmax(rt_backend *b, const char *name, int64_t *id, graf
 static const char *cx_describe(rt_backend *b)
 {
     cx_exec *x = (cx_exec *)b;
+    char fz[96] = "";
+    if (x->n_chains)
+        snprintf(fz, sizeof fz, "; %zu elementwise nodes fused into %zu kernels", x->n_fused, x->n_chains);
     if (!x->graphs) {
-        snprintf(x->desc2, sizeof x->desc2, "%s; CUDA graphs %s", x->desc, x->graphs_off ? "off" : "unused so far");
+        snprintf(x->desc2, sizeof x->desc2, "%s%s; CUDA graphs %s", x->desc, fz,
+                 x->graphs_off ? "off" : "unused so far");
         return x->desc2;
     }
-    snprintf(x->desc2, sizeof x->desc2, "%s; CUDA graphs: %zu steps as graphs (%zu replayed as captured, %zu "
-             "captures: %zu instantiations, %zu updates), %zu eager, %zu captures abandoned%s%s%s%s%s%s", x->desc,
+    snprintf(x->desc2, sizeof x->desc2, "%s%s; CUDA graphs: %zu steps as graphs (%zu replayed as captured, %zu "
+             "captures: %zu instantiations, %zu updates), %zu eager, %zu captures abandoned%s%s%s%s%s%s", x->desc, fz,
              x->n_graph, x->n_replay, x->n_graph - x->n_replay, x->n_inst, x->n_update, x->n_eager, x->n_abort,
              x->no_graph ? "; off: " : "", x->no_graph ? x->no_graph : "",
              x->rp_why[0] ? "; last replay refused at " : "", x->rp_why,

@@ -48,16 +48,22 @@ static int floats(cx_node *cn, int n)
 
 static int acc_binary(cx_exec *x, cx_node *cn) { return cn->n.n_out == 1 && floats(cn, 2); }
 
+int cx_binary_code(const char *op)
+{
+    return !strcmp(op, "Add")   ? GOPS_ADD
+           : !strcmp(op, "Sub") ? GOPS_SUB
+           : !strcmp(op, "Mul") ? GOPS_MUL
+           : !strcmp(op, "Div") ? GOPS_DIV
+           : !strcmp(op, "Pow") ? GOPS_POW
+           : !strcmp(op, "Max") ? GOPS_MAX
+           : !strcmp(op, "Min") ? GOPS_MIN
+                                : -1;
+}
+
 static graft_status run_binary(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    const char *op = rt_node_op(&cn->n);
-    gops_binary_op bo = !strcmp(op, "Add")   ? GOPS_ADD
-                        : !strcmp(op, "Sub") ? GOPS_SUB
-                        : !strcmp(op, "Mul") ? GOPS_MUL
-                        : !strcmp(op, "Div") ? GOPS_DIV
-                        : !strcmp(op, "Pow") ? GOPS_POW
-                        : !strcmp(op, "Max") ? GOPS_MAX
-                                             : GOPS_MIN;
+    int bo = cx_binary_code(rt_node_op(&cn->n));
+    if (bo < 0) return UNSUP(cn, "no device kernel");
     cx_val *a = cx_in(cn, 0), *b = cx_in(cn, 1);
     gops_shape sh = {0};
     int64_t od[RT_MAX_RANK];
@@ -71,7 +77,7 @@ static graft_status run_binary(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, b, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, sh.rank, od, err);
     OUT_OR_FAIL(y);
-    return gops_binary(bo, a->t.dtype, &sh, a->d, b->d, y->d, STRM(x), err);
+    return gops_binary((gops_binary_op)bo, a->t.dtype, &sh, a->d, b->d, y->d, STRM(x), err);
 }
 
 static bool is_view_node(const rt_node *n)
@@ -83,11 +89,13 @@ static bool is_view_node(const rt_node *n)
 }
 
 /* A Cast between float types (or from bool to a float): an fp32 mask cast
- * to the attention's fp16 keeps 0 as 0 and its minimum as -inf. */
+ * to the attention's fp16 keeps 0 as 0 and its minimum as -inf. The input's
+ * type may not be known yet (placement runs before the producer has run,
+ * as for the Where that makes Gemma's fp32 mask): then only `to` counts. */
 static bool is_float_cast(const rt_node *n)
 {
     return !*graft_node_domain(n->src) && !strcmp(rt_node_op(n), "Cast") && n->n_in >= 1 && n->in[0] &&
-           (cx_is_float(n->in[0]->dtype) || n->in[0]->dtype == GRAFT_DTYPE_BOOL) &&
+           (cx_is_float(n->in[0]->dtype) || n->in[0]->dtype == GRAFT_DTYPE_BOOL || !n->in[0]->present) &&
            cx_is_float((int)rt_attr_int(n, "to", 0));
 }
 
@@ -189,44 +197,48 @@ static float scalar_f(cx_exec *x, cx_val *v, float def, graft_error *err, int *o
     }
 }
 
+int cx_unary_code(const rt_node *n, float *lo, float *hi)
+{
+    const char *op = rt_node_op(n);
+    if (!strcmp(op, "Neg")) return GOPS_NEG;
+    if (!strcmp(op, "Sqrt")) return GOPS_SQRT;
+    if (!strcmp(op, "Tanh")) return GOPS_TANH;
+    if (!strcmp(op, "Sigmoid")) return GOPS_SIGMOID;
+    if (!strcmp(op, "Relu")) return GOPS_RELU;
+    if (!strcmp(op, "Exp")) return GOPS_EXP;
+    if (!strcmp(op, "Abs")) return GOPS_ABS;
+    if (!strcmp(op, "Reciprocal")) return GOPS_RECIPROCAL;
+    if (!strcmp(op, "Gelu")) {
+        char buf[16];
+        const char *ap = rt_attr_string(n, "approximate", buf, sizeof buf, "none");
+        return !strcmp(ap, "tanh") ? GOPS_GELU_TANH : !strcmp(ap, "none") ? GOPS_GELU_ERF : -1;
+    }
+    if (!strcmp(op, "Clip")) {
+        if (n->opset < 11) {
+            *lo = rt_attr_float(n, "min", -INFINITY);
+            *hi = rt_attr_float(n, "max", INFINITY);
+        }
+        return GOPS_CLIP;
+    }
+    return -1;
+}
+
 static graft_status run_unary(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    const char *op = rt_node_op(&cn->n);
     float lo = -INFINITY, hi = INFINITY;
-    gops_unary_op u;
-    if (!strcmp(op, "Neg")) u = GOPS_NEG;
-    else if (!strcmp(op, "Sqrt")) u = GOPS_SQRT;
-    else if (!strcmp(op, "Tanh")) u = GOPS_TANH;
-    else if (!strcmp(op, "Sigmoid")) u = GOPS_SIGMOID;
-    else if (!strcmp(op, "Relu")) u = GOPS_RELU;
-    else if (!strcmp(op, "Exp")) u = GOPS_EXP;
-    else if (!strcmp(op, "Abs")) u = GOPS_ABS;
-    else if (!strcmp(op, "Reciprocal")) u = GOPS_RECIPROCAL;
-    else if (!strcmp(op, "Gelu")) {
-        char buf[16];
-        const char *ap = rt_attr_string(&cn->n, "approximate", buf, sizeof buf, "none");
-        if (!strcmp(ap, "tanh")) u = GOPS_GELU_TANH;
-        else if (!strcmp(ap, "none")) u = GOPS_GELU_ERF;
-        else return UNSUP(cn, "approximate '%s'", ap);
-    } else if (!strcmp(op, "Clip")) {
-        u = GOPS_CLIP;
-        if (cn->n.opset < 11) {
-            lo = rt_attr_float(&cn->n, "min", -INFINITY);
-            hi = rt_attr_float(&cn->n, "max", INFINITY);
-        } else {
-            int ok1, ok2;
-            lo = scalar_f(x, cx_in(cn, 1), -INFINITY, err, &ok1);
-            hi = scalar_f(x, cx_in(cn, 2), INFINITY, err, &ok2);
-            if (!ok1 || !ok2) return UNSUP(cn, "min/max");
-        }
-    } else {
-        return UNSUP(cn, "no device kernel");
+    int u = cx_unary_code(&cn->n, &lo, &hi);
+    if (u < 0) return UNSUP(cn, "no device kernel (or Gelu's approximate)");
+    if (u == GOPS_CLIP && cn->n.opset >= 11) {
+        int ok1, ok2;
+        lo = scalar_f(x, cx_in(cn, 1), -INFINITY, err, &ok1);
+        hi = scalar_f(x, cx_in(cn, 2), INFINITY, err, &ok2);
+        if (!ok1 || !ok2) return UNSUP(cn, "min/max");
     }
     cx_val *a = cx_in(cn, 0);
     TRY(cx_to_dev(x, a, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
     OUT_OR_FAIL(y);
-    return gops_unary(u, a->t.dtype, a->d, y->d, (int64_t)a->t.numel, lo, hi, STRM(x), err);
+    return gops_unary((gops_unary_op)u, a->t.dtype, a->d, y->d, (int64_t)a->t.numel, lo, hi, STRM(x), err);
 }
 
 static int acc_cast(cx_exec *x, cx_node *cn)

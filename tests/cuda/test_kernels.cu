@@ -659,6 +659,120 @@ static void test_softmax(int dt, int rows, int dim)
     release_all();
 }
 
+/* gops_fused (the executor's elementwise chains) against the same chain
+ * evaluated here op by op, each result rounded to the stored type as the
+ * unfused nodes leave it: gelu(a) * b; (a + b) * s with s a scalar;
+ * RMSNorm(x) * gamma -> r + . -> . * s (the norm head); and a broadcast
+ * chain ((m + eps) -> sqrt -> x / . -> cast) with m [rows, 1] and the
+ * arithmetic in fp32 cast to the dtype last (Gemma's fp32 v_norm). */
+static double gelu_tanh_ref(double v)
+{
+    double u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+    return v / (1.0 + std::exp(-2.0 * u));
+}
+
+static void test_fused(int dt, int rows, int dim)
+{
+    const size_t n = (size_t)rows * dim;
+    gops_fuse f;
+    auto base = [&](int rank) {
+        memset(&f, 0, sizeof f);
+        f.rank = rank;
+        f.dims[0] = rows;
+        f.dims[1] = dim;
+        f.y_dtype = dt;
+    };
+    auto contig = [&](int l, bool bcast_col, bool scalar) {
+        f.st[l][0] = scalar ? 0 : bcast_col ? 1 : dim;
+        f.st[l][1] = scalar || bcast_col ? 0 : 1;
+    };
+    { /* gelu(a) * b */
+        auto a = rnd(dt, n, -3, 3), b = rnd(dt, n, -2, 2);
+        base(2);
+        f.n_leaf = 2;
+        f.leaf[0] = dupload(dt, a), f.leaf[1] = dupload(dt, b);
+        f.leaf_dtype[0] = f.leaf_dtype[1] = dt;
+        contig(0, false, false), contig(1, false, false);
+        f.n_ins = 2;
+        f.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+        f.y = dpoisoned(dt, n);
+        CK(gops_fused(&f, NULL, &E));
+        auto got = ddown(dt, f.y, n);
+        std::vector<double> ref(n);
+        for (size_t i = 0; i < n; i++) ref[i] = round_to(dt, round_to(dt, (float)gelu_tanh_ref(a[i])) * b[i]);
+        check("fused gelu*mul", fmt("%dx%d", rows, dim), dt, got, ref);
+        release_all();
+    }
+    { /* (a + b) * s, chain value second in the Mul */
+        auto a = rnd(dt, n), b = rnd(dt, n), sc = rnd(dt, 1, 0.5f, 2.0f);
+        base(2);
+        f.n_leaf = 3;
+        f.leaf[0] = dupload(dt, a), f.leaf[1] = dupload(dt, b), f.leaf[2] = dupload(dt, sc);
+        f.leaf_dtype[0] = f.leaf_dtype[1] = f.leaf_dtype[2] = dt;
+        contig(0, false, false), contig(1, false, false), contig(2, false, true);
+        f.n_ins = 2;
+        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 1, 0, dt, 0, 0};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 2, 1, dt, 0, 0};
+        f.y = dpoisoned(dt, n);
+        CK(gops_fused(&f, NULL, &E));
+        auto got = ddown(dt, f.y, n);
+        std::vector<double> ref(n);
+        for (size_t i = 0; i < n; i++) ref[i] = round_to(dt, sc[0] * round_to(dt, a[i] + b[i]));
+        check("fused add*scalar", fmt("%dx%d", rows, dim), dt, got, ref);
+        release_all();
+    }
+    { /* RMSNorm head, then r + ., then . * s */
+        auto xv = rnd(dt, n, -2, 2), g = rnd(dt, dim, 0.5f, 1.5f), r = rnd(dt, n), sc = rnd(dt, 1, 0.5f, 2.0f);
+        base(2);
+        f.n_leaf = 4;
+        f.leaf[0] = dupload(dt, xv), f.leaf[1] = dupload(dt, g), f.leaf[2] = dupload(dt, r), f.leaf[3] = dupload(dt, sc);
+        for (int l = 0; l < 4; l++) f.leaf_dtype[l] = dt;
+        contig(0, false, false), contig(2, false, false), contig(3, false, true);
+        f.norm_dim = dim, f.gamma = f.leaf[1], f.eps = 1e-6f, f.norm_dtype = dt;
+        f.n_ins = 2;
+        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 2, 1, dt, 0, 0};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 3, 0, dt, 0, 0};
+        f.y = dpoisoned(dt, n);
+        CK(gops_fused(&f, NULL, &E));
+        auto got = ddown(dt, f.y, n);
+        std::vector<double> ref(n);
+        for (int rr = 0; rr < rows; rr++) {
+            double ss = 0;
+            for (int i = 0; i < dim; i++) ss += (double)xv[(size_t)rr * dim + i] * xv[(size_t)rr * dim + i];
+            double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
+            for (int i = 0; i < dim; i++) {
+                size_t k = (size_t)rr * dim + i;
+                float nv = round_to(dt, (float)(xv[k] * inv * g[i]));
+                ref[k] = round_to(dt, round_to(dt, r[k] + nv) * sc[0]);
+            }
+        }
+        check("fused rmsnorm+add*scalar", fmt("%dx%d", rows, dim), dt, got, ref);
+        release_all();
+    }
+    { /* fp32 m [rows, 1] + eps -> sqrt -> x / . -> cast to dt */
+        const int F = GRAFT_DTYPE_FLOAT;
+        auto m = rnd(F, rows, 0.1f, 2.0f), eps = rnd(F, 1, 1e-6f, 1e-6f), xv = rnd(F, n, -2, 2);
+        base(2);
+        f.n_leaf = 3;
+        f.leaf[0] = dupload(F, m), f.leaf[1] = dupload(F, eps), f.leaf[2] = dupload(F, xv);
+        f.leaf_dtype[0] = f.leaf_dtype[1] = f.leaf_dtype[2] = F;
+        contig(0, true, false), contig(1, false, true), contig(2, false, false);
+        f.n_ins = 4;
+        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 1, 0, F, 0, 0};
+        f.ins[1] = {GOPS_FUSE_UNARY, GOPS_SQRT, 0, 0, F, -INFINITY, INFINITY};
+        f.ins[2] = {GOPS_FUSE_BINARY, GOPS_DIV, 2, 1, F, 0, 0};
+        f.ins[3] = {GOPS_FUSE_CAST, 0, 0, 0, dt, 0, 0};
+        f.y = dpoisoned(dt, n);
+        CK(gops_fused(&f, NULL, &E));
+        auto got = ddown(dt, f.y, n);
+        std::vector<double> ref(n);
+        for (size_t i = 0; i < n; i++) ref[i] = round_to(dt, xv[i] / std::sqrt(m[i / dim] + eps[0]));
+        check("fused bcast add-sqrt-div-cast", fmt("%dx%d", rows, dim), dt, got, ref);
+        release_all();
+    }
+}
+
 /* gops_argmax against the host's greedy loop (best = 0; x[i] > x[best]
  * moves it) on the values as stored: ties (many, in 16-bit types), all
  * equal, -inf everywhere, NaN at 0 and elsewhere, the maximum last. Exact:
@@ -1110,6 +1224,9 @@ int main(int argc, char **argv)
         test_softmax(dt, 8, 4096);
         if (!quick) test_softmax(dt, 1, 262144);
         test_argmax(dt, 1000);
+        test_fused(dt, 3, 1000);
+        test_fused(dt, 8, 1536);
+        test_fused(dt, 1, 12288);
         test_argmax(dt, quick ? 32000 : 262144);
 
         test_binary(dt, GCUDA_BINARY_ADD, 4096, 4096);

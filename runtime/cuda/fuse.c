@@ -1,0 +1,235 @@
+/* Fusion of elementwise chains (issue 7: a decode step of E2B is ~1000
+ * small launches). After the planning run, when placement is final, a
+ * chain of device nodes A -> B -> ... where each output is read only by
+ * the next node (once, and is no graph output) runs as one kernel
+ * (gops_fused) at its last node: the earlier members compute nothing, their
+ * outputs stay absent. Members: Add/Sub/Mul/Div/Pow/Max/Min, the unary ops
+ * of run_unary (Clip with constant bounds), float Casts; the head may also
+ * be an RMSNormalization whose output feeds the chain (Gemma's post-norm
+ * residual Add and layer scale). Every intermediate is rounded to its
+ * stored type, so the results are those of the unfused nodes.
+ * GRAFT_CUDA_FUSE=0 turns it off; GRAFT_CUDA_CHECK=1 (node by node against
+ * the CPU kernels) runs unfused. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kcommon.h"
+#include "runtime/cuda/cuexec.h"
+
+typedef struct cx_fuse {
+    int n;                        /* members, head first; the tail owns this */
+    cx_node *m[GOPS_FUSE_MAX + 1];
+    int norm;                     /* the head is an RMSNormalization (not an instruction) */
+    gops_fuse_ins ins[GOPS_FUSE_MAX];
+    rt_tensor *leaf[GOPS_FUSE_LEAVES];
+    int n_leaf;
+} cx_fuse;
+
+/* The chain value's slot in member cn (reading the previous member's
+ * output t), or -1 when it is read twice or not at all. */
+static int chain_slot(const cx_node *cn, const rt_tensor *t)
+{
+    int slot = -1;
+    for (int j = 0; j < cn->n.n_in; j++) {
+        if (cn->n.in[j] != t) continue;
+        if (slot >= 0) return -1;
+        slot = j;
+    }
+    return slot;
+}
+
+/* An instruction for node cn (without its leaf), or 0 when it is not a member. */
+static int member_ins(const cx_node *cn, gops_fuse_ins *in)
+{
+    const rt_node *n = &cn->n;
+    if (cn->place != CX_DEVICE || *graft_node_domain(n->src) || n->n_out != 1 || !n->out[0]) return 0;
+    memset(in, 0, sizeof *in);
+    in->lo = -INFINITY;
+    in->hi = INFINITY;
+    in->dtype = n->out[0]->dtype;
+    if (!cx_is_float(in->dtype)) return 0;
+    const char *op = rt_node_op(n);
+    int b = cx_binary_code(op);
+    if (b >= 0) {
+        if (n->n_in != 2 || !n->in[0] || !n->in[1]) return 0;
+        in->kind = GOPS_FUSE_BINARY;
+        in->op = b;
+        return 1;
+    }
+    if (!strcmp(op, "Cast")) {
+        in->kind = GOPS_FUSE_CAST;
+        return n->n_in == 1 && n->in[0] && cx_is_float(n->in[0]->dtype);
+    }
+    if (!strcmp(op, "Clip") && n->opset >= 11) return 0; /* bounds read per run */
+    int u = cx_unary_code(n, &in->lo, &in->hi);
+    if (u < 0 || n->n_in != 1) return 0;
+    in->kind = GOPS_FUSE_UNARY;
+    in->op = u;
+    return 1;
+}
+
+static int is_norm_head(const cx_node *cn)
+{
+    const rt_node *n = &cn->n;
+    if (cn->place != CX_DEVICE || *graft_node_domain(n->src) || strcmp(rt_node_op(n), "RMSNormalization")) return 0;
+    if (n->n_in < 2 || !n->in[0] || !n->in[1] || !n->out[0] || n->in[0]->rank < 1) return 0;
+    /* over the last axis only, one output read */
+    int ax = (int)rt_attr_int(n, "axis", -1);
+    if (ax != -1 && ax != n->in[0]->rank - 1) return 0;
+    for (int j = 1; j < n->n_out; j++)
+        if (n->out[j] && *graft_node_output(n->src, (size_t)j)) return 0;
+    return n->in[0]->dtype == n->in[1]->dtype;
+}
+
+static int add_leaf(cx_fuse *f, rt_tensor *t)
+{
+    for (int i = 0; i < f->n_leaf; i++)
+        if (f->leaf[i] == t) return i;
+    if (f->n_leaf == GOPS_FUSE_LEAVES) return -1;
+    f->leaf[f->n_leaf] = t;
+    return f->n_leaf++;
+}
+
+void cx_fuse_plan(cx_exec *x)
+{
+    const char *env = getenv("GRAFT_CUDA_FUSE");
+    if (x->check || (env && !strcmp(env, "0"))) return;
+    /* readers of each value (a graph output counts as two) */
+    for (size_t v = 0; v < x->n_vals; v++) x->vals[v]->n_readers = 0;
+    for (size_t i = 0; i < x->n_out; i++) x->vals[x->out_idx[i]]->n_readers += 2;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        rt_node *n = &x->nodes[i].n;
+        for (int j = 0; j < n->n_in; j++) {
+            if (!n->in[j]) continue;
+            cx_val *v = cx_v(n->in[j]);
+            v->n_readers++;
+            v->reader = i;
+        }
+    }
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *h = &x->nodes[i];
+        if (h->fuse) continue;
+        gops_fuse_ins in0;
+        int norm = is_norm_head(h);
+        if (!norm && !member_ins(h, &in0)) continue;
+        cx_fuse f;
+        memset(&f, 0, sizeof f);
+        f.norm = norm;
+        f.m[f.n++] = h;
+        add_leaf(&f, h->n.in[0]);
+        if (norm) {
+            add_leaf(&f, h->n.in[1]); /* gamma: leaf 1 */
+        } else {
+            if (in0.kind == GOPS_FUSE_BINARY) in0.leaf = add_leaf(&f, h->n.in[1]);
+            f.ins[0] = in0;
+        }
+        int n_ins = norm ? 0 : 1;
+        cx_node *cur = h;
+        for (;;) {
+            cx_val *v = cx_v(cur->n.out[0]);
+            if (v->n_readers != 1 || n_ins == GOPS_FUSE_MAX) break;
+            cx_node *nx = &x->nodes[v->reader];
+            gops_fuse_ins in;
+            if (nx->fuse || !member_ins(nx, &in)) break;
+            int slot = chain_slot(nx, cur->n.out[0]);
+            if (slot < 0) break;
+            if (in.kind == GOPS_FUSE_BINARY) {
+                /* the other operand must be computed before the chain's tail
+                 * runs: any input of a later node is (topological order) */
+                in.chain_b = slot == 1;
+                if (nx->n.in[1 - slot]->dtype != cur->n.out[0]->dtype) break;
+                in.leaf = add_leaf(&f, nx->n.in[1 - slot]);
+                if (in.leaf < 0) break;
+            }
+            f.ins[n_ins++] = in;
+            f.m[f.n++] = nx;
+            cur = nx;
+        }
+        if (f.n < 2) continue;
+        cx_fuse *fp = malloc(sizeof *fp);
+        if (!fp) break; /* unfused: fine */
+        *fp = f;
+        for (int k = 0; k < f.n - 1; k++) f.m[k]->fuse = 1;
+        cx_node *tail = f.m[f.n - 1];
+        tail->fuse = 2;
+        tail->fz = fp;
+        x->n_fused += (size_t)f.n;
+        x->n_chains++;
+    }
+}
+
+/* A member before the tail: nothing computed, its output left absent. */
+graft_status cx_fuse_skip(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    for (int j = 0; j < cn->n.n_out; j++) {
+        cx_val *v = cx_v(cn->n.out[j]);
+        if (!v) continue;
+        v->t.present = false;
+        v->on_dev = v->on_host = false;
+    }
+    return GRAFT_OK;
+}
+
+graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_fuse *f = cn->fz;
+    gops_fuse g;
+    memset(&g, 0, sizeof g);
+    int rank = 0;
+    int64_t od[RT_MAX_RANK];
+    /* the output's shape: every leaf broadcast together (gamma aside) */
+    for (int l = 0; l < f->n_leaf; l++) {
+        if (f->norm && l == 1) continue;
+        rt_tensor *t = f->leaf[l];
+        if (!t || !t->present)
+            return rt_err(&cn->n, err, GRAFT_EINVAL, "fused chain: operand %d of the chain is missing", l);
+        int r2;
+        int64_t d2[RT_MAX_RANK];
+        if (l == 0) {
+            rank = t->rank;
+            memcpy(od, t->dims, (size_t)rank * sizeof *od);
+            continue;
+        }
+        if (!k_broadcast(rank, od, t->rank, t->dims, &r2, d2))
+            return rt_err(&cn->n, err, GRAFT_EINVAL, "fused chain: shapes do not broadcast");
+        rank = r2;
+        memcpy(od, d2, (size_t)rank * sizeof *od);
+    }
+    if (rank > GOPS_MAX_RANK) return rt_err(&cn->n, err, GRAFT_EUNSUPPORTED, "fused chain: rank %d", rank);
+    g.rank = rank;
+    memcpy(g.dims, od, (size_t)rank * sizeof *od);
+    for (int l = 0; l < f->n_leaf; l++) {
+        cx_val *v = cx_v(f->leaf[l]);
+        graft_status rc = cx_to_dev(x, v, err);
+        if (rc != GRAFT_OK) return rc;
+        g.leaf[l] = v->d;
+        g.leaf_dtype[l] = v->t.dtype;
+        if (!(f->norm && l == 1)) k_bstrides(v->t.rank, v->t.dims, rank, od, g.st[l]);
+    }
+    if (f->norm) {
+        rt_tensor *a = f->leaf[0], *gm = f->leaf[1];
+        g.norm_dim = a->dims[a->rank - 1];
+        if ((int64_t)gm->numel != g.norm_dim || rank != a->rank || (uint64_t)rt_numel(rank, od) != a->numel)
+            return rt_err(&cn->n, err, GRAFT_EINVAL, "fused chain: the norm's row is not the output's");
+        g.gamma = g.leaf[1];
+        g.eps = rt_attr_float(&f->m[0]->n, "epsilon", 1e-5f);
+        g.norm_dtype = a->dtype;
+    }
+    int n_ins = f->n - (f->norm ? 1 : 0);
+    g.n_ins = n_ins;
+    g.n_leaf = f->n_leaf;
+    memcpy(g.ins, f->ins, (size_t)n_ins * sizeof *g.ins);
+    int ydt = cn->n.out[0]->dtype;
+    cx_val *y = cx_out(x, cn, 0, ydt, rank, od, err);
+    if (!y) return err->code ? err->code : GRAFT_EIO;
+    g.y = y->d;
+    g.y_dtype = ydt;
+    return gops_fused(&g, (gcuda_stream)x->stream, err);
+}
+
+void cx_fuse_free(cx_node *cn)
+{
+    free(cn->fz);
+    cn->fz = NULL;
+}
