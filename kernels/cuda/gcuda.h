@@ -103,6 +103,13 @@ graft_status gcuda_rotary(const gcuda_rotary_args *a, gcuda_stream s, graft_erro
 graft_status gcuda_gemv_plan(int dtype, int64_t K, int64_t N, size_t *ws_bytes, graft_error *err);
 graft_status gcuda_gemv(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
                         size_t ws_bytes, gcuda_stream s, graft_error *err);
+/* n <= GCUDA_GEMV_MAX GEMVs of one x in one launch: y[j][N[j]] = x[K] .
+ * W[j][K, N[j]] (q/k/v or gate/up projections of one hidden state). */
+#define GCUDA_GEMV_MAX 4
+graft_status gcuda_gemv_multi_plan(int dtype, int64_t K, const int64_t *N, int n, size_t *ws_bytes,
+                                   graft_error *err);
+graft_status gcuda_gemv_multi(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N,
+                              int n, int64_t K, void *ws, size_t ws_bytes, gcuda_stream s, graft_error *err);
 /* The same with the geometry's knobs set (for the kernel bench's sweep):
  * 16-byte rows in flight per thread (4 or 8), the blocks per SM that
  * split-K aims at, the fewest rows a split takes. gcuda_gemv is

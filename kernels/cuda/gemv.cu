@@ -14,16 +14,31 @@
 #define GEMV_THREADS 256
 #define GEMV_MAX_SPLITS 64
 
+/* Up to GCUDA_GEMV_MAX matrices of one K that read the same x, their
+ * column tiles side by side in grid.x (tile0[j] the first of matrix j);
+ * split-K partials of matrix j at column col0[j] of rows ntot wide. */
+typedef struct gemv_set {
+    const void *W[GCUDA_GEMV_MAX];
+    void *y[GCUDA_GEMV_MAX];
+    int N[GCUDA_GEMV_MAX], col0[GCUDA_GEMV_MAX], tile0[GCUDA_GEMV_MAX + 1];
+    int n, ntot;
+} gemv_set;
+
 template <typename T, int V, int CT, int U>
 __global__ void __launch_bounds__(GEMV_THREADS)
-    gemv_kernel(const T *__restrict__ x, const T *__restrict__ W, T *__restrict__ y, float *__restrict__ ws,
-                unsigned *__restrict__ counters, int K, int N, int kchunk)
+    gemv_kernel(const T *__restrict__ x, gemv_set set, float *__restrict__ ws, unsigned *__restrict__ counters, int K,
+                int kchunk)
 {
     constexpr int KG = GEMV_THREADS / CT, TN = CT * V;
     __shared__ float red[KG][TN + 1];
     __shared__ bool last;
+    int j = 0;
+    while (j + 1 < set.n && (int)blockIdx.x >= set.tile0[j + 1]) j++;
+    const T *__restrict__ W = (const T *)set.W[j];
+    T *__restrict__ y = (T *)set.y[j];
+    const int N = set.N[j], tile = (int)blockIdx.x - set.tile0[j];
     int ct = threadIdx.x % CT, kg = threadIdx.x / CT;
-    int n0 = blockIdx.x * TN + ct * V;
+    int n0 = tile * TN + ct * V;
     int k0 = blockIdx.y * kchunk, k1 = min(K, k0 + kchunk);
     float acc[V];
 #pragma unroll
@@ -69,12 +84,12 @@ __global__ void __launch_bounds__(GEMV_THREADS)
         float sum = 0.0f;
 #pragma unroll 8
         for (int g = 0; g < KG; g++) sum += red[g][c];
-        int n = blockIdx.x * TN + c;
+        int n = tile * TN + c;
         if (n < N) {
             if (gridDim.y == 1)
                 y[n] = gc_to<T>(sum);
             else
-                ws[(size_t)blockIdx.y * N + n] = sum;
+                ws[(size_t)blockIdx.y * set.ntot + set.col0[j] + n] = sum;
         }
     }
     if (gridDim.y == 1) return;
@@ -86,10 +101,10 @@ __global__ void __launch_bounds__(GEMV_THREADS)
     if (!last) return;
     __threadfence();
     for (int c = threadIdx.x; c < TN; c += GEMV_THREADS) {
-        int n = blockIdx.x * TN + c;
+        int n = tile * TN + c;
         if (n >= N) continue;
         float sum = 0.0f;
-        for (unsigned sp = 0; sp < gridDim.y; sp++) sum += __ldcg(ws + (size_t)sp * N + n);
+        for (unsigned sp = 0; sp < gridDim.y; sp++) sum += __ldcg(ws + (size_t)sp * set.ntot + set.col0[j] + n);
         y[n] = gc_to<T>(sum);
     }
     if (threadIdx.x == 0) counters[blockIdx.x] = 0;
@@ -97,8 +112,9 @@ __global__ void __launch_bounds__(GEMV_THREADS)
 
 typedef struct gemv_geom {
     int vec;          /* 16-byte loads */
-    int tn, tiles;    /* columns per block, column tiles */
+    int tn, tiles;    /* columns per block, column tiles (all matrices) */
     int splits, kchunk;
+    int64_t ntot;     /* columns of all matrices */
 } gemv_geom;
 
 /* The default geometry's knobs (gcuda_gemv_tuned overrides them). */
@@ -106,17 +122,27 @@ typedef struct gemv_geom {
 #define GEMV_BPS 4       /* blocks per SM the split-K aims at */
 #define GEMV_MIN_ROWS 256 /* rows per split at least */
 
-static graft_status gemv_geometry(int dtype, int64_t K, int64_t N, int aligned, int bps, int min_rows, gemv_geom *g,
-                                  graft_error *err)
+/* The geometry of `n` matrices [K, N[j]] side by side (tiles summed). */
+static graft_status gemv_geometry(int dtype, int64_t K, const int64_t *N, int n, int aligned, int bps, int min_rows,
+                                  gemv_geom *g, graft_error *err)
 {
     size_t es = gcuda_dtype_size(dtype);
     if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv: dtype %d not supported", dtype);
-    if (K <= 0 || N <= 0 || K > 0x7fffffff || N > 0x7fffffff)
-        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv: K %lld, N %lld", (long long)K, (long long)N);
+    if (n < 1 || n > GCUDA_GEMV_MAX) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv: %d matrices", n);
     int V = (int)(16 / es);
-    g->vec = aligned && N % V == 0;
+    g->vec = aligned;
+    int64_t ntot = 0;
+    for (int j = 0; j < n; j++) {
+        if (K <= 0 || N[j] <= 0 || K > 0x7fffffff || N[j] > 0x7fffffff)
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv: K %lld, N %lld", (long long)K, (long long)N[j]);
+        if (N[j] % V) g->vec = 0;
+        ntot += N[j];
+    }
+    if (ntot > 0x7fffffff) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv: %lld columns", (long long)ntot);
     g->tn = g->vec ? 8 * V : 64; /* CT = 8 (vector) or 64 (scalar) */
-    g->tiles = (int)((N + g->tn - 1) / g->tn);
+    g->tiles = 0;
+    for (int j = 0; j < n; j++) g->tiles += (int)((N[j] + g->tn - 1) / g->tn);
+    g->ntot = ntot;
     int sms;
     graft_status st = gcuda_sm_count(&sms, err);
     if (st) return st;
@@ -130,40 +156,46 @@ static graft_status gemv_geometry(int dtype, int64_t K, int64_t N, int aligned, 
     return GRAFT_OK;
 }
 
-static size_t gemv_ws_bytes(const gemv_geom *g, int64_t N)
+static size_t gemv_ws_bytes(const gemv_geom *g)
 {
     if (g->splits == 1) return 0;
-    return (size_t)g->splits * (size_t)N * sizeof(float) + (size_t)g->tiles * sizeof(unsigned);
+    return (size_t)g->splits * (size_t)g->ntot * sizeof(float) + (size_t)g->tiles * sizeof(unsigned);
 }
 
-static graft_status gemv_plan_with(int dtype, int64_t K, int64_t N, int bps, int min_rows, size_t *ws_bytes,
-                                   graft_error *err)
+static graft_status gemv_plan_with(int dtype, int64_t K, const int64_t *N, int n, int bps, int min_rows,
+                                   size_t *ws_bytes, graft_error *err)
 {
     /* the larger of the aligned and unaligned plans: valid for any pointers */
     gemv_geom a = {}, b = {};
-    graft_status st = gemv_geometry(dtype, K, N, 1, bps, min_rows, &a, err);
+    graft_status st = gemv_geometry(dtype, K, N, n, 1, bps, min_rows, &a, err);
     if (st) return st;
-    st = gemv_geometry(dtype, K, N, 0, bps, min_rows, &b, err);
+    st = gemv_geometry(dtype, K, N, n, 0, bps, min_rows, &b, err);
     if (st) return st;
-    size_t x = gemv_ws_bytes(&a, N), z = gemv_ws_bytes(&b, N);
+    size_t x = gemv_ws_bytes(&a), z = gemv_ws_bytes(&b);
     *ws_bytes = x > z ? x : z;
     return GRAFT_OK;
 }
 
 extern "C" graft_status gcuda_gemv_plan(int dtype, int64_t K, int64_t N, size_t *ws_bytes, graft_error *err)
 {
-    return gemv_plan_with(dtype, K, N, GEMV_BPS, GEMV_MIN_ROWS, ws_bytes, err);
+    return gemv_plan_with(dtype, K, &N, 1, GEMV_BPS, GEMV_MIN_ROWS, ws_bytes, err);
+}
+
+extern "C" graft_status gcuda_gemv_multi_plan(int dtype, int64_t K, const int64_t *N, int n, size_t *ws_bytes,
+                                              graft_error *err)
+{
+    return gemv_plan_with(dtype, K, N, n, GEMV_BPS, GEMV_MIN_ROWS, ws_bytes, err);
 }
 
 extern "C" graft_status gcuda_gemv_tuned_plan(int dtype, int64_t K, int64_t N, const gcuda_gemv_tune *t,
                                               size_t *ws_bytes, graft_error *err)
 {
-    return gemv_plan_with(dtype, K, N, t->blocks_per_sm, t->min_rows, ws_bytes, err);
+    return gemv_plan_with(dtype, K, &N, 1, t->blocks_per_sm, t->min_rows, ws_bytes, err);
 }
 
-extern "C" graft_status gcuda_gemv_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
-                                         void *ws, size_t ws_bytes, const gcuda_gemv_tune *t, gcuda_stream s,
-                                         graft_error *err)
+static graft_status gemv_run(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N, int n,
+                             int64_t K, void *ws, size_t ws_bytes, const gcuda_gemv_tune *t, gcuda_stream s,
+                             graft_error *err)
 {
     if (t->unroll != 4 && t->unroll != 8)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_tuned: unroll %d (4 or 8)", t->unroll);
@@ -171,34 +203,63 @@ extern "C" graft_status gcuda_gemv_tuned(int dtype, const void *x, const void *w
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_tuned: blocks_per_sm %d, min_rows %d", t->blocks_per_sm,
                           t->min_rows);
     gemv_geom g = {};
-    int aligned = (uintptr_t)w % 16 == 0;
-    graft_status st = gemv_geometry(dtype, K, N, aligned, t->blocks_per_sm, t->min_rows, &g, err);
+    int aligned = 1;
+    for (int j = 0; j < n && j < GCUDA_GEMV_MAX; j++) aligned &= (uintptr_t)w[j] % 16 == 0;
+    graft_status st = gemv_geometry(dtype, K, N, n, aligned, t->blocks_per_sm, t->min_rows, &g, err);
     if (st) return st;
-    size_t need = gemv_ws_bytes(&g, N);
+    size_t need = gemv_ws_bytes(&g);
     if (need > ws_bytes || (need && !ws))
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv: workspace of %zu bytes, %zu needed (gcuda_gemv_plan)",
                           ws_bytes, need);
+    gemv_set set = {};
+    set.n = n;
+    set.ntot = (int)g.ntot;
+    for (int j = 0, col = 0, tile = 0; j < n; j++) {
+        set.W[j] = w[j];
+        set.y[j] = y[j];
+        set.N[j] = (int)N[j];
+        set.col0[j] = col;
+        set.tile0[j] = tile;
+        col += (int)N[j];
+        tile += (int)((N[j] + g.tn - 1) / g.tn);
+        set.tile0[j + 1] = tile;
+    }
     float *part = (float *)ws;
-    unsigned *counters = need ? (unsigned *)(part + (size_t)g.splits * N) : NULL;
+    unsigned *counters = need ? (unsigned *)(part + (size_t)g.splits * g.ntot) : NULL;
     dim3 grid((unsigned)g.tiles, (unsigned)g.splits);
     GCUDA_DISPATCH(dtype, "gcuda_gemv", {
         if (g.vec && t->unroll == 8)
-            gemv_kernel<T, 16 / sizeof(T), 8, 8><<<grid, GEMV_THREADS, 0, s>>>(
-                (const T *)x, (const T *)w, (T *)y, part, counters, (int)K, (int)N, g.kchunk);
+            gemv_kernel<T, 16 / sizeof(T), 8, 8><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, set, part, counters,
+                                                                              (int)K, g.kchunk);
         else if (g.vec)
-            gemv_kernel<T, 16 / sizeof(T), 8, 4><<<grid, GEMV_THREADS, 0, s>>>(
-                (const T *)x, (const T *)w, (T *)y, part, counters, (int)K, (int)N, g.kchunk);
+            gemv_kernel<T, 16 / sizeof(T), 8, 4><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, set, part, counters,
+                                                                              (int)K, g.kchunk);
         else
-            gemv_kernel<T, 1, 64, 4><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, (const T *)w, (T *)y, part, counters,
-                                                                 (int)K, (int)N, g.kchunk);
+            gemv_kernel<T, 1, 64, 4><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, set, part, counters, (int)K,
+                                                                 g.kchunk);
         GCUDA_CHECK_LAUNCH("gemv_kernel");
     });
     return GRAFT_OK;
 }
 
+extern "C" graft_status gcuda_gemv_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
+                                         void *ws, size_t ws_bytes, const gcuda_gemv_tune *t, gcuda_stream s,
+                                         graft_error *err)
+{
+    return gemv_run(dtype, x, &w, &y, &N, 1, K, ws, ws_bytes, t, s, err);
+}
+
+static const gcuda_gemv_tune gemv_default = {GEMV_UNROLL, GEMV_BPS, GEMV_MIN_ROWS};
+
 extern "C" graft_status gcuda_gemv(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
                                    size_t ws_bytes, gcuda_stream s, graft_error *err)
 {
-    static const gcuda_gemv_tune def = {GEMV_UNROLL, GEMV_BPS, GEMV_MIN_ROWS};
-    return gcuda_gemv_tuned(dtype, x, w, y, K, N, ws, ws_bytes, &def, s, err);
+    return gemv_run(dtype, x, &w, &y, &N, 1, K, ws, ws_bytes, &gemv_default, s, err);
+}
+
+extern "C" graft_status gcuda_gemv_multi(int dtype, const void *x, const void *const *w, void *const *y,
+                                         const int64_t *N, int n, int64_t K, void *ws, size_t ws_bytes,
+                                         gcuda_stream s, graft_error *err)
+{
+    return gemv_run(dtype, x, w, y, N, n, K, ws, ws_bytes, &gemv_default, s, err);
 }

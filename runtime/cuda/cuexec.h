@@ -114,6 +114,9 @@ struct cx_node {
     size_t hcap;
     int fuse;          /* 1: a member of a fused chain before its tail (computes nothing); 2: the tail (runs it) */
     struct cx_fuse *fz; /* the tail's chain (runtime/cuda/fuse.c) */
+    int mm;             /* sibling MatMuls: 1 the group's first (runs their GEMVs), 2 a later one */
+    struct cx_mgroup *mg; /* the first's group */
+    uint64_t mm_run;    /* run_no in which the first made this node's output */
 };
 
 struct cx_exec {
@@ -184,6 +187,7 @@ struct cx_exec {
     char desc2[1024];
     int64_t *amax_d, *amax_h; /* argmax: device result and its pinned copy */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
+    size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
 };
 
 #define CX_MAX_B 64
@@ -229,6 +233,8 @@ int cx_unary_code(const rt_node *n, float *lo, float *hi);
 void cx_fuse_plan(cx_exec *x);
 graft_status cx_fuse_skip(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err);
+graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err);
+graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);
 /* Writes the lengths for a replay (the copy is in the graph). */
 int cx_lens_replay(cx_exec *x, int64_t past, int64_t total);

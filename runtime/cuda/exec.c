@@ -1067,6 +1067,8 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
             }
             rc = cn->fuse == 1   ? cx_fuse_skip(x, cn, err)
                  : cn->fuse == 2 ? cx_fuse_run(x, cn, err)
+                 : cn->mm == 1   ? cx_mm_run(x, cn, err)
+                 : cn->mm == 2   ? cx_mm_follow(x, cn, err)
                                  : cn->dop->run(x, cn, err);
             if (x->capturing) {
                 x->cur = NULL;
@@ -1473,9 +1475,10 @@ static graft_status cx_argmax(rt_backend *b, const char *name, int64_t *id, graf
 static const char *cx_describe(rt_backend *b)
 {
     cx_exec *x = (cx_exec *)b;
-    char fz[96] = "";
-    if (x->n_chains)
-        snprintf(fz, sizeof fz, "; %zu elementwise nodes fused into %zu kernels", x->n_fused, x->n_chains);
+    char fz[128] = "";
+    if (x->n_chains || x->n_mm_groups)
+        snprintf(fz, sizeof fz, "; %zu elementwise nodes fused into %zu kernels, %zu MatMuls into %zu", x->n_fused,
+                 x->n_chains, x->n_mm_nodes, x->n_mm_groups);
     if (!x->graphs) {
         snprintf(x->desc2, sizeof x->desc2, "%s%s; CUDA graphs %s", x->desc, fz,
                  x->graphs_off ? "off" : "unused so far");

@@ -8,8 +8,11 @@
  * be an RMSNormalization whose output feeds the chain (Gemma's post-norm
  * residual Add and layer scale). Every intermediate is rounded to its
  * stored type, so the results are those of the unfused nodes.
- * GRAFT_CUDA_FUSE=0 turns it off; GRAFT_CUDA_CHECK=1 (node by node against
- * the CPU kernels) runs unfused. */
+ * Sibling MatMuls (the same activation times constant [K, N] weights: q/k/v,
+ * gate/up) form a group whose first node, on a one-row step, runs all their
+ * GEMVs in one launch (gcuda_gemv_multi); the others then find their output
+ * made. GRAFT_CUDA_FUSE=0 turns both off; GRAFT_CUDA_CHECK=1 (node by node
+ * against the CPU kernels) runs unfused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +94,96 @@ static int add_leaf(cx_fuse *f, rt_tensor *t)
     return f->n_leaf++;
 }
 
+struct cx_mgroup {
+    int n;
+    cx_node *m[GCUDA_GEMV_MAX];
+};
+
+static int weight_matmul(const cx_node *cn)
+{
+    const rt_node *n = &cn->n;
+    if (cn->place != CX_DEVICE || *graft_node_domain(n->src) || strcmp(rt_node_op(n), "MatMul") || n->n_in != 2 ||
+        !n->in[0] || !n->in[1] || !n->out[0])
+        return 0;
+    const cx_val *b = cx_v(n->in[1]);
+    return b->is_init && b->t.rank == 2 && b->t.dtype == n->in[0]->dtype && cx_is_float(b->t.dtype);
+}
+
+static void plan_siblings(cx_exec *x)
+{
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *h = &x->nodes[i];
+        if (h->mm || !weight_matmul(h)) continue;
+        struct cx_mgroup g = {0};
+        g.m[g.n++] = h;
+        for (size_t k = i + 1; k < x->n_nodes && g.n < GCUDA_GEMV_MAX; k++) {
+            cx_node *o = &x->nodes[k];
+            if (!o->mm && weight_matmul(o) && o->n.in[0] == h->n.in[0] &&
+                o->n.in[1]->dims[0] == h->n.in[1]->dims[0])
+                g.m[g.n++] = o;
+        }
+        if (g.n < 2) continue;
+        struct cx_mgroup *gp = malloc(sizeof *gp);
+        if (!gp) return;
+        *gp = g;
+        h->mm = 1;
+        h->mg = gp;
+        for (int k = 1; k < g.n; k++) g.m[k]->mm = 2;
+        x->n_mm_groups++;
+        x->n_mm_nodes += (size_t)g.n;
+    }
+}
+
+/* The group's first node: all the GEMVs in one launch on a one-row step
+ * (the others' outputs made here, marked for this run), else its own. */
+graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    struct cx_mgroup *g = cn->mg;
+    cx_val *a = cx_in(cn, 0);
+    int64_t K = a->t.rank ? a->t.dims[a->t.rank - 1] : 0;
+    if (!a->t.present || a->t.rank < 2 || (int64_t)a->t.numel != K || getenv("GRAFT_CUDA_NO_GEMV"))
+        return cn->dop->run(x, cn, err);
+    const void *w[GCUDA_GEMV_MAX];
+    void *y[GCUDA_GEMV_MAX];
+    int64_t N[GCUDA_GEMV_MAX];
+    graft_status rc = cx_to_dev(x, a, err);
+    if (rc != GRAFT_OK) return rc;
+    for (int j = 0; j < g->n; j++) {
+        cx_node *m = g->m[j];
+        cx_val *b = cx_in(m, 1);
+        if (b->t.dims[0] != K) return rt_err(&m->n, err, GRAFT_EINVAL, "inner dimensions %lld and %lld differ",
+                                             (long long)K, (long long)b->t.dims[0]);
+        if ((rc = cx_to_dev(x, b, err)) != GRAFT_OK) return rc;
+        int64_t od[RT_MAX_RANK];
+        memcpy(od, a->t.dims, (size_t)a->t.rank * sizeof *od);
+        od[a->t.rank - 1] = b->t.dims[1];
+        cx_val *v = cx_out(x, m, 0, a->t.dtype, a->t.rank, od, err);
+        if (!v) return err->code ? err->code : GRAFT_EIO;
+        w[j] = b->d;
+        y[j] = v->d;
+        N[j] = b->t.dims[1];
+        m->mm_run = x->run_no;
+    }
+    size_t wsb = 0;
+    if ((rc = gcuda_gemv_multi_plan(a->t.dtype, K, N, g->n, &wsb, err)) != GRAFT_OK) return rc;
+    void *ws = wsb ? cx_workspace(x, cn, wsb, err) : NULL;
+    if (wsb && !ws) return err->code;
+    return gcuda_gemv_multi(a->t.dtype, a->d, w, y, N, g->n, K, ws, wsb, (gcuda_stream)x->stream, err);
+}
+
+/* A later node of a group: nothing to do when the first made its output. */
+graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *v = cx_v(cn->n.out[0]);
+    if (cn->mm_run == x->run_no && v->t.present && v->on_dev) return GRAFT_OK;
+    return cn->dop->run(x, cn, err);
+}
+
 void cx_fuse_plan(cx_exec *x)
 {
     const char *env = getenv("GRAFT_CUDA_FUSE");
     if (x->check || (env && !strcmp(env, "0"))) return;
+    plan_siblings(x);
     /* readers of each value (a graph output counts as two) */
     for (size_t v = 0; v < x->n_vals; v++) x->vals[v]->n_readers = 0;
     for (size_t i = 0; i < x->n_out; i++) x->vals[x->out_idx[i]]->n_readers += 2;
@@ -232,4 +321,6 @@ void cx_fuse_free(cx_node *cn)
 {
     free(cn->fz);
     cn->fz = NULL;
+    free(cn->mg);
+    cn->mg = NULL;
 }

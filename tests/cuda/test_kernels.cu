@@ -344,6 +344,45 @@ static void test_gemv(int dt, int K, int N)
  * A shared across the batch when shared_a (ONNX MatMul broadcasting); each
  * product twice (the second from the plan cache), through cuBLASLt and
  * through the cuBLAS fallback (GRAFT_CUDA_NO_LT=1). */
+/* gcuda_gemv_multi: n GEMVs of one x in one launch (q/k/v, gate/up), each
+ * output against its own fp64 reference, twice (split-K counters reset). */
+static void test_gemv_multi(int dt, int K, std::vector<int64_t> Ns)
+{
+    int n = (int)Ns.size();
+    auto x = rnd(dt, K);
+    void *dx = dupload(dt, x);
+    std::vector<std::vector<float>> w(n);
+    std::vector<const void *> dw(n);
+    std::vector<void *> dy(n);
+    std::string shape = fmt("K%d N", K);
+    for (int j = 0; j < n; j++) {
+        w[j] = rnd(dt, (size_t)K * Ns[j]);
+        dw[j] = dupload(dt, w[j]);
+        dy[j] = dpoisoned(dt, Ns[j]);
+        shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
+    }
+    size_t wsb;
+    CK(gcuda_gemv_multi_plan(dt, K, Ns.data(), n, &wsb, &E));
+    void *ws = wsb ? dalloc(wsb) : NULL;
+    if (wsb) CK(gcuda_memset(ws, 0, wsb, NULL, &E));
+    for (int rep = 0; rep < 2; rep++) {
+        for (int j = 0; j < n; j++) CK(gcuda_fill_nan(dt, dy[j], Ns[j], NULL, &E));
+        CK(gcuda_gemv_multi(dt, dx, dw.data(), dy.data(), Ns.data(), n, K, ws, wsb, NULL, &E));
+        std::vector<float> got;
+        std::vector<double> ref;
+        for (int j = 0; j < n; j++) {
+            auto g = ddown(dt, dy[j], Ns[j]);
+            got.insert(got.end(), g.begin(), g.end());
+            std::vector<double> r(Ns[j], 0.0);
+            for (int k = 0; k < K; k++)
+                for (int64_t c = 0; c < Ns[j]; c++) r[c] += (double)x[k] * w[j][(size_t)k * Ns[j] + c];
+            ref.insert(ref.end(), r.begin(), r.end());
+        }
+        check("gemv multi", shape + (rep ? " again" : ""), dt, got, ref);
+    }
+    release_all();
+}
+
 static void test_gemm(int dt, int M, int N, int K, int batch, bool shared_a)
 {
     int64_t sa = shared_a ? 0 : (int64_t)M * K, sb = (int64_t)K * N, sc = (int64_t)M * N;
@@ -1147,6 +1186,9 @@ int main(int argc, char **argv)
         test_gemv(dt, 1536, 1536);
         test_gemv(dt, 1000, 1003);
         test_gemv(dt, 333, 4104);
+        test_gemv_multi(dt, 1536, {2048, 256, 256});
+        test_gemv_multi(dt, 640, {1000, 36});
+        test_gemv_multi(dt, 1536, {6144, 6144});
         if (!quick) {
             test_gemv(dt, 1536, 8960);
             test_gemv(dt, 8960, 1536);
