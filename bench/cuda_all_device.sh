@@ -83,7 +83,7 @@ fi
 if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; then
     step "E2B decode without fusion, and without graphs (GRAFT_CUDA_FUSE=0 / --no-cuda-graph)"
     for v in "0 --prompt-tokens 128" "1 --no-cuda-graph"; do
-        GRAFT_CUDA_FUSE=${v%% *} .devcarry-rt/graft bench /tmp/e2b/export --device cuda --prompt-tokens 128 \
+        GRAFT_CUDA_FUSE=${v%% *} LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib .devcarry-rt/graft bench /tmp/e2b/export --device cuda --prompt-tokens 128 \
             --new-tokens 64 ${v#* } 2>&1 | grep -E "tok/s|^device:" | cut -c1-600
     done
 fi
@@ -98,10 +98,23 @@ if has sanitize && [ "$(left)" -gt 40 ]; then
     step "compute-sanitizer memcheck + racecheck (${t} s)"
     timeout $t compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 $TK --quick >"$OUT/memcheck.log" 2>&1 &
     m=$!
-    timeout $t compute-sanitizer --tool racecheck --racecheck-report all --kernel-name-exclude kns=nvjet --error-exitcode 3 $TK --quick >"$OUT/racecheck.log" 2>&1 &
+    TK_PROGRESS=1 timeout $t compute-sanitizer --tool racecheck --racecheck-report all --kernel-name-exclude kns=nvjet --error-exitcode 3 $TK --quick >"$OUT/racecheck.log" 2>&1 &
     r=$!
     wait $m; echo "memcheck rc=$?: $(grep -E 'ERROR SUMMARY|checks,' "$OUT/memcheck.log" | tr '\n' ' ')"
-    wait $r; echo "racecheck rc=$?: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|checks,' "$OUT/racecheck.log" | tr '\n' ' ')"
+    wait $r; rrc=$?
+    echo "racecheck rc=$rrc: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|checks,' "$OUT/racecheck.log" | tr '\n' ' ')"
+    if [ $rrc != 0 ]; then
+        grep -B2 -A6 "Error" "$OUT/racecheck.log" | grep -v "Host Frame" | head -12
+        grep "^checked" "$OUT/racecheck.log" | tail -2
+        if [ "$(left)" -gt 60 ]; then
+            echo "racecheck again, every kernel instrumented (hazards by kernel):"
+            TK_PROGRESS=1 timeout $(($(left) - 15)) compute-sanitizer --tool racecheck --racecheck-report hazard \
+                $TK --quick >"$OUT/racecheck-all.log" 2>&1
+            echo "rc=$?: $(grep -E 'RACECHECK SUMMARY|checks,' "$OUT/racecheck-all.log" | tr '\n' ' ')"
+            grep -o "at [a-zA-Z_0-9]*+0x" "$OUT/racecheck-all.log" | sort | uniq -c | sort -rn | head -5
+            grep "^checked" "$OUT/racecheck-all.log" | tail -1
+        fi
+    fi
 fi
 cp "$OUT/profile.log" "$OUT/b/RESULTS.part.md" "$RES/" 2>/dev/null
 tar czf "$RES/logs.tgz" -C "$OUT" . /tmp/cuda-verify 2>/dev/null

@@ -292,19 +292,21 @@ __device__ __forceinline__ void go_st(void *p, int dt, int64_t i, float v)
 
 /* The chain's instructions on r, the value at output element i (leaves
  * read through their broadcast strides), rounded after each to its type as
- * the unfused nodes store it. */
-__device__ __forceinline__ float go_chain(const gops_fuse &f, float r, int64_t i)
+ * the unfused nodes store it. I: the index type (int when the output has
+ * fewer than 2^31 elements: 32-bit division). */
+template <typename I> __device__ __forceinline__ float go_chain(const gops_fuse &f, float r, I i)
 {
-    int64_t c[GOPS_MAX_RANK];
+    I c[GOPS_MAX_RANK];
     for (int d = f.rank - 1; d >= 0; d--) {
-        c[d] = i % f.dims[d];
-        i /= f.dims[d];
+        I n = (I)f.dims[d];
+        c[d] = i % n;
+        i /= n;
     }
     for (int k = 0; k < f.n_ins; k++) {
         const gops_fuse_ins &in = f.ins[k];
         if (in.kind == GOPS_FUSE_BINARY) {
-            int64_t off = 0;
-            for (int d = 0; d < f.rank; d++) off += c[d] * f.st[in.leaf][d];
+            I off = 0;
+            for (int d = 0; d < f.rank; d++) off += c[d] * (I)f.st[in.leaf][d];
             float o = go_ld(f.leaf[in.leaf], f.leaf_dtype[in.leaf], off);
             r = in.chain_b ? go_bin_f(in.op, o, r) : go_bin_f(in.op, r, o);
         } else if (in.kind == GOPS_FUSE_UNARY) {
@@ -315,44 +317,40 @@ __device__ __forceinline__ float go_chain(const gops_fuse &f, float r, int64_t i
     return r;
 }
 
-__global__ void go_fuse_kernel(gops_fuse f, int64_t n)
+template <typename I> __global__ void go_fuse_kernel(gops_fuse f, I n)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t off = 0, j = i;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I off = 0, j = i;
         for (int d = f.rank - 1; d >= 0; d--) {
-            off += (j % f.dims[d]) * f.st[0][d];
-            j /= f.dims[d];
+            I dn = (I)f.dims[d];
+            off += (j % dn) * (I)f.st[0][d];
+            j /= dn;
         }
-        go_st(f.y, f.y_dtype, i, go_chain(f, go_ld(f.leaf[0], f.leaf_dtype[0], off), i));
+        go_st(f.y, f.y_dtype, i, go_chain<I>(f, go_ld(f.leaf[0], f.leaf_dtype[0], off), i));
     }
 }
 
 /* RMSNorm head: one block per row of leaf 0 (contiguous, the output's
- * shape), the row in registers as in norm.cu. */
-#define GO_FUSE_EPT 16
-__global__ void __launch_bounds__(1024) go_fuse_norm_kernel(gops_fuse f)
+ * shape); the sum of squares first, then each element normalised, scaled
+ * and sent through the chain (the row is read twice, from L1/L2). */
+#define GO_FUSE_NORM_THREADS 256
+template <typename I> __global__ void __launch_bounds__(GO_FUSE_NORM_THREADS) go_fuse_norm_kernel(gops_fuse f)
 {
     __shared__ float scratch[32];
-    int dim = (int)f.norm_dim;
-    int64_t row = (int64_t)blockIdx.x * dim;
-    float v[GO_FUSE_EPT];
+    const int dim = (int)f.norm_dim;
+    const I row = (I)blockIdx.x * dim;
     float ss = 0.0f;
-#pragma unroll
-    for (int e = 0; e < GO_FUSE_EPT; e++) {
-        int i = e * blockDim.x + threadIdx.x;
-        v[e] = i < dim ? go_ld(f.leaf[0], f.leaf_dtype[0], row + i) : 0.0f;
-        ss += v[e] * v[e];
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = go_ld(f.leaf[0], f.leaf_dtype[0], row + i);
+        ss += v * v;
     }
     ss = gc_block_sum(ss, scratch);
     float q = ss / (float)dim + f.eps;
     float inv = f.leaf_dtype[0] == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q);
-#pragma unroll
-    for (int e = 0; e < GO_FUSE_EPT; e++) {
-        int i = e * blockDim.x + threadIdx.x;
-        if (i < dim) {
-            float r = go_round(f.norm_dtype, v[e] * inv * go_ld(f.gamma, f.leaf_dtype[0], i));
-            go_st(f.y, f.y_dtype, row + i, go_chain(f, r, row + i));
-        }
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = go_ld(f.leaf[0], f.leaf_dtype[0], row + i);
+        float r = go_round(f.norm_dtype, v * inv * go_ld(f.gamma, f.leaf_dtype[0], i));
+        go_st(f.y, f.y_dtype, row + i, go_chain<I>(f, r, row + i));
     }
 }
 
@@ -369,18 +367,19 @@ extern "C" graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_err
     int64_t n = 1;
     for (int d = 0; d < f->rank; d++) n *= f->dims[d];
     if (n <= 0) return GRAFT_OK;
+    bool small = n < (1LL << 30); /* 32-bit index arithmetic, no overflow of i + stride */
     if (f->norm_dim > 0) {
-        if (f->norm_dim > 1024 * GO_FUSE_EPT || n % f->norm_dim)
+        if (f->norm_dim > 0x7fffffffLL || n % f->norm_dim)
             return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_fused: norm over %lld of %lld", (long long)f->norm_dim,
                               (long long)n);
-        int threads = (int)((f->norm_dim + GO_FUSE_EPT - 1) / GO_FUSE_EPT);
-        threads = (threads + 31) / 32 * 32;
-        if (threads < 32) threads = 32;
-        go_fuse_norm_kernel<<<(unsigned)(n / f->norm_dim), threads, 0, s>>>(*f);
+        unsigned rows = (unsigned)(n / f->norm_dim);
+        if (small) go_fuse_norm_kernel<int><<<rows, GO_FUSE_NORM_THREADS, 0, s>>>(*f);
+        else go_fuse_norm_kernel<int64_t><<<rows, GO_FUSE_NORM_THREADS, 0, s>>>(*f);
         GCUDA_CHECK_LAUNCH("go_fuse_norm_kernel");
         return GRAFT_OK;
     }
-    go_fuse_kernel<<<gc_blocks(n, 256), 256, 0, s>>>(*f, n);
+    if (small) go_fuse_kernel<int><<<gc_blocks(n, 256), 256, 0, s>>>(*f, (int)n);
+    else go_fuse_kernel<int64_t><<<gc_blocks(n, 256), 256, 0, s>>>(*f, n);
     GCUDA_CHECK_LAUNCH("go_fuse_kernel");
     return GRAFT_OK;
 }

@@ -175,6 +175,8 @@ static bool check(const char *kernel, const std::string &shape, int dt, const st
     r.err = mdiff / (mref > 0 ? mref : 1.0);
     r.pass = r.nonfinite == 0 && got.size() == ref.size() && r.err <= r.thr;
     g_rows.push_back(r);
+    if (getenv("TK_PROGRESS")) /* under compute-sanitizer: where a crash happened */
+        fprintf(stderr, "checked %s %s %s\n", kernel, shape.c_str(), dname(dt));
     return r.pass;
 }
 
