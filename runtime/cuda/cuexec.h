@@ -188,6 +188,13 @@ struct cx_exec {
     int64_t *amax_d, *amax_h; /* argmax: device result and its pinned copy */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
+    /* replayed steps: host seconds preparing them (host nodes, checks,
+     * launch) and GPU seconds of the graphs (events around the launch,
+     * read at the next replay) */
+    double rp_host_s, rp_gpu_s;
+    size_t rp_gpu_n;
+    cudaEvent_t rpev[2];
+    bool rpev_pending;
 };
 
 #define CX_MAX_B 64
