@@ -98,23 +98,18 @@ if has sanitize && [ "$(left)" -gt 40 ]; then
     step "compute-sanitizer memcheck + racecheck (${t} s)"
     timeout $t compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 $TK --quick >"$OUT/memcheck.log" 2>&1 &
     m=$!
-    TK_PROGRESS=1 timeout $t compute-sanitizer --tool racecheck --racecheck-report all --kernel-name-exclude kns=nvjet --error-exitcode 3 $TK --quick >"$OUT/racecheck.log" 2>&1 &
+    TK_PROGRESS=1 timeout $t compute-sanitizer --tool racecheck --racecheck-report all --print-limit 0 $TK --quick \
+        >"$OUT/racecheck.log" 2>&1 &
     r=$!
     wait $m; echo "memcheck rc=$?: $(grep -E 'ERROR SUMMARY|checks,' "$OUT/memcheck.log" | tr '\n' ' ')"
     wait $r; rrc=$?
-    echo "racecheck rc=$rrc: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|checks,' "$OUT/racecheck.log" | tr '\n' ' ')"
-    if [ $rrc != 0 ]; then
-        grep -B2 -A6 "Error" "$OUT/racecheck.log" | grep -v "Host Frame" | head -12
-        grep "^checked" "$OUT/racecheck.log" | tail -2
-        if [ "$(left)" -gt 60 ]; then
-            echo "racecheck again, every kernel instrumented (hazards by kernel):"
-            TK_PROGRESS=1 timeout $(($(left) - 15)) compute-sanitizer --tool racecheck --racecheck-report hazard \
-                $TK --quick >"$OUT/racecheck-all.log" 2>&1
-            echo "rc=$?: $(grep -E 'RACECHECK SUMMARY|checks,' "$OUT/racecheck-all.log" | tr '\n' ' ')"
-            grep -o "at [a-zA-Z_0-9]*+0x" "$OUT/racecheck-all.log" | sort | uniq -c | sort -rn | head -5
-            grep "^checked" "$OUT/racecheck-all.log" | tail -1
-        fi
-    fi
+    # every kernel instrumented; the hazards it reports inside cuBLASLt's own
+    # nvjet GEMM kernels (NVIDIA's code) are listed, not counted against ours
+    echo "racecheck rc=$rrc: $(grep -E 'RACECHECK SUMMARY|checks,' "$OUT/racecheck.log" | tr '\n' ' ')"
+    echo "  hazards by kernel: $(grep -oE '(Read|Write) Thread .* at [A-Za-z_0-9]+' "$OUT/racecheck.log" | sed 's/.* at //' |
+        sort | uniq -c | tr '\n' ' ')"
+    ours=$(grep -oE '(Read|Write) Thread .* at [A-Za-z_0-9]+' "$OUT/racecheck.log" | sed 's/.* at //' | grep -vc '^nvjet')
+    echo "  racecheck: $ours hazard reports in graft's kernels; last check: $(grep '^checked' "$OUT/racecheck.log" | tail -1)"
 fi
 cp "$OUT/profile.log" "$OUT/b/RESULTS.part.md" "$RES/" 2>/dev/null
 tar czf "$RES/logs.tgz" -C "$OUT" . /tmp/cuda-verify 2>/dev/null

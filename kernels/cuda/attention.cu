@@ -63,6 +63,7 @@ __device__ __forceinline__ void attn_range(const attn_params &p, int len, int sp
 template <typename T, int D, int GT>
 __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
 {
+    gc_pdl_trigger(); /* o_proj's GEMV may prefetch its weights */
     typedef attn_layout<T, D, GT> LY;
     constexpr int GM = LY::GM, VEC = LY::VEC, KST = LY::KST;
     constexpr int CPR = D / VEC;                              /* 16-byte words per row */
@@ -303,6 +304,7 @@ template <typename T, int D> struct am_layout {
 
 template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 {
+    gc_pdl_trigger(); /* o_proj's GEMV may prefetch its weights */
     typedef am_layout<T, D> LY;
     constexpr int TK = LY::TK, ST = LY::ST, SST = LY::SST, PST = LY::PST;
     constexpr int CPR = D / 8;                   /* 16-byte words per row */
@@ -484,6 +486,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
 #define AT_CB_COLS 64
 template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_combine_kernel(attn_params p)
 {
+    gc_pdl_trigger(); /* o_proj's GEMV may prefetch its weights */
     constexpr int C = AT_CB_COLS / 4, GROUPS = AT_CB_THREADS / C;
     extern __shared__ float w[]; /* [nsplit] (allocation padded) */
     __shared__ float scratch[32];

@@ -72,6 +72,25 @@ template <typename T> __device__ __forceinline__ float gc_rsqrt(float x)
     else return rsqrtf(x);
 }
 
+/* Programmatic dependent launch (sm_90): gc_pdl_trigger lets a kernel
+ * launched after this one with the programmatic-serialization attribute
+ * start now (it still waits in gc_pdl_wait for this grid to finish and its
+ * writes to be visible); gc_pdl_wait is that wait, a no-op for a kernel
+ * launched without the attribute. A decode GEMV launched so prefetches its
+ * weights while the kernel before it (a norm, a fused chain) runs. */
+__device__ __forceinline__ void gc_pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void gc_pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float gc_f(float v) { return v; }
 __device__ __forceinline__ float gc_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ float gc_f(__nv_bfloat16 v) { return __bfloat162float(v); }

@@ -8,7 +8,13 @@
  * alone cannot fill the device, K is split over blocks (grid.y); each split
  * writes fp32 partials to the workspace, and the last block of a tile to
  * finish (atomic counter, reset by that block) adds them in split order, so
- * results are deterministic and the launch needs no separate reduction. */
+ * results are deterministic and the launch needs no separate reduction.
+ * Launched as a programmatic dependent (sm_90, GRAFT_CUDA_PDL=0: plain):
+ * the first rows are prefetched to L2 before waiting for the kernel that
+ * writes x, whose tail this overlaps. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/cuda/gcuda_common.cuh"
 
 #define GEMV_THREADS 256
@@ -40,6 +46,17 @@ __global__ void __launch_bounds__(GEMV_THREADS)
     int ct = threadIdx.x % CT, kg = threadIdx.x / CT;
     int n0 = tile * TN + ct * V;
     int k0 = blockIdx.y * kchunk, k1 = min(K, k0 + kchunk);
+    /* launched as a programmatic dependent (gemv_run): the weights do not
+     * depend on the kernel before, so this block's rows go to L2 while that
+     * one finishes; x (its output) is read only after the wait */
+    if (n0 < N) /* the rows of the first pass (U per thread): 16 KB a block, not the whole chunk (L2 holds 60 MB) */
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int k = k0 + kg + u * KG;
+            if (k < k1) asm volatile("prefetch.global.L2 [%0];" ::"l"(W + n0 + (size_t)k * N));
+        }
+    gc_pdl_wait();
+    gc_pdl_trigger();
     float acc[V];
 #pragma unroll
     for (int i = 0; i < V; i++) acc[i] = 0.0f;
@@ -226,19 +243,33 @@ static graft_status gemv_run(int dtype, const void *x, const void *const *w, voi
     }
     float *part = (float *)ws;
     unsigned *counters = need ? (unsigned *)(part + (size_t)g.splits * g.ntot) : NULL;
-    dim3 grid((unsigned)g.tiles, (unsigned)g.splits);
+    /* a programmatic dependent launch (GRAFT_CUDA_PDL=0: a plain one) */
+    static int pdl = -1;
+    if (pdl < 0) {
+        const char *e = getenv("GRAFT_CUDA_PDL");
+        pdl = !(e && !strcmp(e, "0"));
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)g.tiles, (unsigned)g.splits);
+    cfg.blockDim = dim3(GEMV_THREADS);
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    const int Ki = (int)K, kc = g.kchunk;
+    cudaError_t e = cudaSuccess;
     GCUDA_DISPATCH(dtype, "gcuda_gemv", {
+        const T *xt = (const T *)x;
         if (g.vec && t->unroll == 8)
-            gemv_kernel<T, 16 / sizeof(T), 8, 8><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, set, part, counters,
-                                                                              (int)K, g.kchunk);
+            e = cudaLaunchKernelEx(&cfg, gemv_kernel<T, 16 / sizeof(T), 8, 8>, xt, set, part, counters, Ki, kc);
         else if (g.vec)
-            gemv_kernel<T, 16 / sizeof(T), 8, 4><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, set, part, counters,
-                                                                              (int)K, g.kchunk);
+            e = cudaLaunchKernelEx(&cfg, gemv_kernel<T, 16 / sizeof(T), 8, 4>, xt, set, part, counters, Ki, kc);
         else
-            gemv_kernel<T, 1, 64, 4><<<grid, GEMV_THREADS, 0, s>>>((const T *)x, set, part, counters, (int)K,
-                                                                 g.kchunk);
-        GCUDA_CHECK_LAUNCH("gemv_kernel");
+            e = cudaLaunchKernelEx(&cfg, gemv_kernel<T, 1, 64, 4>, xt, set, part, counters, Ki, kc);
     });
+    if (e != cudaSuccess) return gcuda_fail(err, e, "launch gemv_kernel", __FILE__, __LINE__);
     return GRAFT_OK;
 }
 

@@ -11,6 +11,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_kernel(const T *x, const T *skip
                                                       T *sum, int dim, float eps)
 {
     __shared__ float scratch[32];
+    gc_pdl_trigger(); /* the GEMV after a norm may start prefetching its weights */
     size_t row = (size_t)blockIdx.x * dim;
     float v[NORM_EPT];
     float ss = 0.0f;

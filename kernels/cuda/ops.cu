@@ -319,6 +319,7 @@ template <typename I> __device__ __forceinline__ float go_chain(const gops_fuse 
 
 template <typename I> __global__ void go_fuse_kernel(gops_fuse f, I n)
 {
+    gc_pdl_trigger();
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
         I off = 0, j = i;
         for (int d = f.rank - 1; d >= 0; d--) {
@@ -337,6 +338,7 @@ template <typename I> __global__ void go_fuse_kernel(gops_fuse f, I n)
 template <typename I> __global__ void __launch_bounds__(GO_FUSE_NORM_THREADS) go_fuse_norm_kernel(gops_fuse f)
 {
     __shared__ float scratch[32];
+    gc_pdl_trigger();
     const int dim = (int)f.norm_dim;
     const I row = (I)blockIdx.x * dim;
     float ss = 0.0f;
