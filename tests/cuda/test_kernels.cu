@@ -716,31 +716,37 @@ static void test_fused(int dt, int rows, int dim)
 {
     const size_t n = (size_t)rows * dim;
     gops_fuse f;
-    auto base = [&](int rank) {
+    auto base = [&](int n_ins) {
         memset(&f, 0, sizeof f);
-        f.rank = rank;
+        f.rank = 2;
         f.dims[0] = rows;
         f.dims[1] = dim;
         f.y_dtype = dt;
+        f.n_ins = n_ins;
     };
-    auto contig = [&](int l, bool bcast_col, bool scalar) {
-        f.st[l][0] = scalar ? 0 : bcast_col ? 1 : dim;
-        f.st[l][1] = scalar || bcast_col ? 0 : 1;
+    /* a leaf of dtype ldt: the output's shape, [rows, 1] (col) or one value (scalar) */
+    auto leaf = [&](int ldt, const std::vector<float> &v, bool col, bool scalar) {
+        int l = f.n_leaf++;
+        f.leaf[l] = dupload(ldt, v);
+        f.leaf_dtype[l] = ldt;
+        f.st[l][0] = scalar ? 0 : col ? 1 : dim;
+        f.st[l][1] = scalar || col ? 0 : 1;
+        return l;
     };
+    auto run = [&]() {
+        f.y = dpoisoned(dt, n);
+        CK(gops_fused(&f, NULL, &E));
+        return ddown(dt, f.y, n);
+    };
+    std::vector<double> ref(n);
     { /* gelu(a) * b */
         auto a = rnd(dt, n, -3, 3), b = rnd(dt, n, -2, 2);
         base(2);
-        f.n_leaf = 2;
-        f.leaf[0] = dupload(dt, a), f.leaf[1] = dupload(dt, b);
-        f.leaf_dtype[0] = f.leaf_dtype[1] = dt;
-        contig(0, false, false), contig(1, false, false);
-        f.n_ins = 2;
+        leaf(dt, a, false, false);
+        int lb = leaf(dt, b, false, false);
         f.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
-        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
-        f.y = dpoisoned(dt, n);
-        CK(gops_fused(&f, NULL, &E));
-        auto got = ddown(dt, f.y, n);
-        std::vector<double> ref(n);
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, lb, 0, dt, 0, 0};
+        auto got = run();
         for (size_t i = 0; i < n; i++) ref[i] = round_to(dt, round_to(dt, (float)gelu_tanh_ref(a[i])) * b[i]);
         check("fused gelu*mul", fmt("%dx%d", rows, dim), dt, got, ref);
         release_all();
@@ -748,17 +754,11 @@ static void test_fused(int dt, int rows, int dim)
     { /* (a + b) * s, chain value second in the Mul */
         auto a = rnd(dt, n), b = rnd(dt, n), sc = rnd(dt, 1, 0.5f, 2.0f);
         base(2);
-        f.n_leaf = 3;
-        f.leaf[0] = dupload(dt, a), f.leaf[1] = dupload(dt, b), f.leaf[2] = dupload(dt, sc);
-        f.leaf_dtype[0] = f.leaf_dtype[1] = f.leaf_dtype[2] = dt;
-        contig(0, false, false), contig(1, false, false), contig(2, false, true);
-        f.n_ins = 2;
-        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 1, 0, dt, 0, 0};
-        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 2, 1, dt, 0, 0};
-        f.y = dpoisoned(dt, n);
-        CK(gops_fused(&f, NULL, &E));
-        auto got = ddown(dt, f.y, n);
-        std::vector<double> ref(n);
+        leaf(dt, a, false, false);
+        int lb = leaf(dt, b, false, false), ls = leaf(dt, sc, false, true);
+        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, lb, 0, dt, 0, 0};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, ls, 1, dt, 0, 0};
+        auto got = run();
         for (size_t i = 0; i < n; i++) ref[i] = round_to(dt, sc[0] * round_to(dt, a[i] + b[i]));
         check("fused add*scalar", fmt("%dx%d", rows, dim), dt, got, ref);
         release_all();
@@ -766,18 +766,13 @@ static void test_fused(int dt, int rows, int dim)
     { /* RMSNorm head, then r + ., then . * s */
         auto xv = rnd(dt, n, -2, 2), g = rnd(dt, dim, 0.5f, 1.5f), r = rnd(dt, n), sc = rnd(dt, 1, 0.5f, 2.0f);
         base(2);
-        f.n_leaf = 4;
-        f.leaf[0] = dupload(dt, xv), f.leaf[1] = dupload(dt, g), f.leaf[2] = dupload(dt, r), f.leaf[3] = dupload(dt, sc);
-        for (int l = 0; l < 4; l++) f.leaf_dtype[l] = dt;
-        contig(0, false, false), contig(2, false, false), contig(3, false, true);
-        f.norm_dim = dim, f.gamma = f.leaf[1], f.eps = 1e-6f, f.norm_dtype = dt;
-        f.n_ins = 2;
-        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 2, 1, dt, 0, 0};
-        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 3, 0, dt, 0, 0};
-        f.y = dpoisoned(dt, n);
-        CK(gops_fused(&f, NULL, &E));
-        auto got = ddown(dt, f.y, n);
-        std::vector<double> ref(n);
+        leaf(dt, xv, false, false);
+        int lg = leaf(dt, g, false, false); /* gamma: read by the norm, not through strides */
+        int lr = leaf(dt, r, false, false), ls = leaf(dt, sc, false, true);
+        f.norm_dim = dim, f.gamma = f.leaf[lg], f.eps = 1e-6f, f.norm_dtype = dt;
+        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, lr, 1, dt, 0, 0};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, ls, 0, dt, 0, 0};
+        auto got = run();
         for (int rr = 0; rr < rows; rr++) {
             double ss = 0;
             for (int i = 0; i < dim; i++) ss += (double)xv[(size_t)rr * dim + i] * xv[(size_t)rr * dim + i];
@@ -794,20 +789,14 @@ static void test_fused(int dt, int rows, int dim)
     { /* fp32 m [rows, 1] + eps -> sqrt -> x / . -> cast to dt */
         const int F = GRAFT_DTYPE_FLOAT;
         auto m = rnd(F, rows, 0.1f, 2.0f), eps = rnd(F, 1, 1e-6f, 1e-6f), xv = rnd(F, n, -2, 2);
-        base(2);
-        f.n_leaf = 3;
-        f.leaf[0] = dupload(F, m), f.leaf[1] = dupload(F, eps), f.leaf[2] = dupload(F, xv);
-        f.leaf_dtype[0] = f.leaf_dtype[1] = f.leaf_dtype[2] = F;
-        contig(0, true, false), contig(1, false, true), contig(2, false, false);
-        f.n_ins = 4;
-        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 1, 0, F, 0, 0};
+        base(4);
+        leaf(F, m, true, false);
+        int le = leaf(F, eps, false, true), lx = leaf(F, xv, false, false);
+        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, le, 0, F, 0, 0};
         f.ins[1] = {GOPS_FUSE_UNARY, GOPS_SQRT, 0, 0, F, -INFINITY, INFINITY};
-        f.ins[2] = {GOPS_FUSE_BINARY, GOPS_DIV, 2, 1, F, 0, 0};
+        f.ins[2] = {GOPS_FUSE_BINARY, GOPS_DIV, lx, 1, F, 0, 0};
         f.ins[3] = {GOPS_FUSE_CAST, 0, 0, 0, dt, 0, 0};
-        f.y = dpoisoned(dt, n);
-        CK(gops_fused(&f, NULL, &E));
-        auto got = ddown(dt, f.y, n);
-        std::vector<double> ref(n);
+        auto got = run();
         for (size_t i = 0; i < n; i++) ref[i] = round_to(dt, xv[i] / std::sqrt(m[i / dim] + eps[0]));
         check("fused bcast add-sqrt-div-cast", fmt("%dx%d", rows, dim), dt, got, ref);
         release_all();
