@@ -5,7 +5,9 @@
 # (decode steps eager, GPU time of each device node between CUDA events and
 # host time of every node; the table by op type and placement and the
 # slowest nodes go to stderr) at two contexts, and once with
-# GRAFT_CUDA_PROFILE=sync (the stream drained around every node).
+# GRAFT_CUDA_PROFILE=sync (the stream drained around every node), and with
+# GRAFT_CUDA_PROFILE=graph (steps replayed as CUDA graphs, events captured
+# around each node: the kernels' own time without the eager launch gaps).
 #
 #   here:   make BUILD=build/cudart -j2 build/cudart/graft && bash bench/cuda_e2b_device.sh prepare
 #   device: run tool, carry [".whl", ".devcarry-e2b"], command: bash bench/cuda_profile_device.sh [PROMPTS]
@@ -56,6 +58,8 @@ for p in ${1:-128 2048}; do
     step "profile at prompt $p"
     GRAFT_CUDA_PROFILE=1 "$G" bench $E/export --device cuda --prompt-tokens "$p" --new-tokens 8 --repeat 1 2>&1 | tail -60
 done
+step "profile at prompt 128, as CUDA graphs (events captured around each node)"
+GRAFT_CUDA_PROFILE=graph "$G" bench "$E/export" --device cuda --prompt-tokens 128 --new-tokens 32 --repeat 1 2>&1 | tail -60
 step "profile at prompt 128, synchronised"
 GRAFT_CUDA_PROFILE=sync "$G" bench "$E/export" --device cuda --prompt-tokens 128 --new-tokens 8 --repeat 1 2>&1 | tail -30
 step done

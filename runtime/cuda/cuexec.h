@@ -108,6 +108,7 @@ struct cx_node {
     size_t prof_n;
     cudaEvent_t pev[2]; /* events mode: before and after the node's launches */
     bool prof_rec;      /* recorded in the current step */
+    bool prof_graph;    /* "graph" mode: its events are nodes of the captured graph */
     int shared;        /* Attention reading another layer's cache: 0 unknown, 1 yes, 2 no */
     int shared_k, shared_v; /* ... the bindings (cx_exec.kv) */
     int64_t *hscr;     /* host scratch (positions to upload) */
@@ -176,7 +177,9 @@ struct cx_exec {
     bool tty;                 /* stderr is a terminal: the weights' upload shows a progress bar */
     uint64_t up_total, up_done; /* initializer bytes, and those uploaded */
     int up_shown;             /* percentage last drawn (-1: none) */
-    int prof;                 /* GRAFT_CUDA_PROFILE: 1 events around each node, 2 ("sync") the stream drained around each */
+    int prof;                 /* GRAFT_CUDA_PROFILE: 1 events around each node, 2 ("sync") the stream drained around each,
+                               * 3 ("graph") events captured around each node in the CUDA graph, read after each replay */
+    bool prof_pending;        /* graph mode: a launched graph's events not read yet */
     size_t prof_steps;
     double prof_step_s, prof_step_gpu_s;
     cudaEvent_t pstep[2];

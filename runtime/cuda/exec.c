@@ -509,6 +509,7 @@ static graft_status bind_initializer(cx_exec *x, graft_tensor *gt, graft_error *
 
 static void cx_free(rt_backend *b);
 static void prof_report(cx_exec *x);
+static void prof_graph_collect(cx_exec *x);
 
 static int cx_available(void)
 {
@@ -537,7 +538,7 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->tty = isatty(2);
     x->up_shown = -1;
     const char *prof = getenv("GRAFT_CUDA_PROFILE");
-    x->prof = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "sync") ? 2 : 1;
+    x->prof = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "sync") ? 2 : !strcmp(prof, "graph") ? 3 : 1;
     cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         rc = cx_cuda_err(NULL, err, e, "stream");
@@ -902,7 +903,10 @@ static void fallback_report(cx_exec *x)
 /* GRAFT_CUDA_PROFILE (decode steps run eagerly): the wall clock; with
  * "sync" the stream drained first, so that a node's time is its launches
  * and its wait. The default, events mode, leaves the stream alone and
- * times each device node's GPU work between two events (prof_gpu_s). */
+ * times each device node's GPU work between two events (prof_gpu_s).
+ * "graph": decode steps run as CUDA graphs as usual, the events around
+ * each device node captured into the graph and read after each launch
+ * (the event nodes add a little to each node's time). */
 static double prof_now(cx_exec *x)
 {
     if (x->prof == 2) cudaStreamSynchronize(x->stream);
@@ -923,16 +927,21 @@ static const char *place_name(int place)
  * nodes that launch nothing), host time in sync mode. */
 static double prof_t(const cx_exec *x, const cx_node *cn)
 {
-    return x->prof == 1 && cn->place == CX_DEVICE ? cn->prof_gpu_s : cn->prof_s;
+    return x->prof != 2 && cn->place == CX_DEVICE ? cn->prof_gpu_s : cn->prof_s;
 }
 
 /* The profile on stderr: time per decode step by op type and placement,
  * then the slowest nodes. */
 static void prof_report(cx_exec *x)
 {
+    if (x->prof == 3) prof_graph_collect(x);
     if (!x->prof || !x->prof_steps) return;
     double steps = (double)x->prof_steps, sum = 0.0, hsum = 0.0;
-    if (x->prof == 2)
+    if (x->prof == 3)
+        fprintf(stderr, "CUDA profile: %zu decode steps as CUDA graphs, %.3f ms a step on the GPU; 'ms/step' is GPU "
+                "time between event nodes captured around each device node (they add to it), 'host ms' is 0\n",
+                x->prof_steps, 1e3 * x->prof_step_gpu_s / steps);
+    else if (x->prof == 2)
         fprintf(stderr, "CUDA profile: %zu decode steps, %.3f ms a step (synchronised after every node)\n",
                 x->prof_steps, 1e3 * x->prof_step_s / steps);
     else
@@ -941,7 +950,7 @@ static void prof_report(cx_exec *x)
                 "node, host time for the others\n", x->prof_steps, 1e3 * x->prof_step_s / steps,
                 1e3 * x->prof_step_gpu_s / steps);
     fprintf(stderr, "  %-34s %-6s %6s %10s %10s %7s\n", "op", "place", "nodes", "ms/step", "host ms", "share");
-    double denom = x->prof == 1 ? x->prof_step_gpu_s : x->prof_step_s;
+    double denom = x->prof != 2 ? x->prof_step_gpu_s : x->prof_step_s;
     bool *done = calloc(x->n_nodes, 1);
     for (;;) { /* groups by (op, place), largest first */
         double best = -1.0, hbest = 0.0;
@@ -1031,6 +1040,33 @@ static void prof_collect(cx_exec *x)
     (void)cudaGetLastError();
 }
 
+/* Graph mode: the events of the last launched graph, once it has run. */
+static void prof_graph_collect(cx_exec *x)
+{
+    if (!x->prof_pending) return;
+    x->prof_pending = false;
+    if (cudaEventSynchronize(x->pstep[1]) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, x->pstep[0], x->pstep[1]) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    x->prof_step_gpu_s += 1e-3 * ms;
+    x->prof_steps++;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *cn = &x->nodes[i];
+        if (!cn->prof_graph) continue;
+        if (cudaEventElapsedTime(&ms, cn->pev[0], cn->pev[1]) == cudaSuccess) {
+            cn->prof_gpu_s += 1e-3 * ms;
+            cn->prof_n++;
+        }
+    }
+    (void)cudaGetLastError();
+}
+
 static graft_status run_nodes(cx_exec *x, graft_error *err)
 {
     graft_status rc;
@@ -1042,22 +1078,24 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
     x->run_no++;
     x->n_fast_attn = 0;
     x->run_syncs = 0;
-    bool prof = x->prof && x->placed && x->graph_step && !x->capturing;
-    if (prof && x->prof == 1 && !x->pstep[0]) {
+    bool prof = x->prof && x->prof != 3 && x->placed && x->graph_step && !x->capturing;
+    bool gprof = x->prof == 3 && x->capturing; /* events into the graph being captured */
+    if ((gprof || (prof && x->prof == 1)) && !x->pstep[0]) {
         if (cudaEventCreate(&x->pstep[0]) != cudaSuccess || cudaEventCreate(&x->pstep[1]) != cudaSuccess) {
             (void)cudaGetLastError();
             x->prof = 2; /* no events: the synchronised mode */
         }
     }
     double step_t0 = prof ? prof_now(x) : 0.0;
-    if (prof && x->prof == 1) cudaEventRecord(x->pstep[0], x->stream);
+    if ((prof && x->prof == 1) || (gprof && x->pstep[0])) cudaEventRecord(x->pstep[0], x->stream);
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *cn = &x->nodes[i];
         if (cn->const_done) continue;
         if (!cn->place) place(x, cn);
         x->now = cn;
         double t0 = prof ? prof_now(x) : 0.0;
-        bool ev = prof && x->prof == 1 && cn->place == CX_DEVICE && prof_events(x, cn);
+        bool ev = (prof && x->prof == 1 && cn->place == CX_DEVICE && prof_events(x, cn)) ||
+                  (gprof && x->pstep[0] && cn->place == CX_DEVICE && prof_events(x, cn));
         if (ev) cudaEventRecord(cn->pev[0], x->stream);
         switch (cn->place) {
         case CX_VIEW: rc = run_view(x, cn, err); break;
@@ -1087,7 +1125,8 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
         }
         if (ev) {
             cudaEventRecord(cn->pev[1], x->stream);
-            cn->prof_rec = true;
+            if (gprof) cn->prof_graph = true;
+            else cn->prof_rec = true;
         }
         if (prof) {
             cn->prof_s += prof_now(x) - t0;
@@ -1140,6 +1179,7 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
         cx_fuse_plan(x);
         if (x->up_shown >= 0) fputc('\n', stderr); /* the progress bar's line */
     }
+    if (gprof && x->pstep[0]) cudaEventRecord(x->pstep[1], x->stream);
     if (prof) {
         if (x->prof == 1) {
             cudaEventRecord(x->pstep[1], x->stream);
@@ -1233,7 +1273,9 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
      * needed no copy back to the host: the decode steps after the first */
     bool prev = x->graph_prev;
     x->graph_prev = x->graph_step;
-    if (!x->graph_step || !prev || x->check || x->prof || !x->placed || x->no_graph || x->last_syncs) {
+    if (x->prof == 3) prof_graph_collect(x);
+    if (!x->graph_step || !prev || x->check || (x->prof && x->prof != 3) || !x->placed || x->no_graph ||
+        x->last_syncs) {
         rc = run_nodes(x, err);
         x->last_syncs = x->run_syncs;
         if (x->graph_step) x->n_eager++;
@@ -1245,6 +1287,7 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         double t0 = rt_now();
         if (replay(x)) {
             x->rp_host_s += rt_now() - t0;
+            x->prof_pending = x->prof == 3 && x->pstep[0];
             x->n_replay++;
             x->n_graph++;
             return GRAFT_OK;
@@ -1302,6 +1345,7 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
     }
     cudaGraphDestroy(gr);
     CX_CUDA(cudaGraphLaunch(x->gexec, x->stream), "graph launch");
+    x->prof_pending = x->prof == 3 && x->pstep[0];
     x->n_graph++;
     x->rp_valid = true;
     return GRAFT_OK;
