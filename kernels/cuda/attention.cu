@@ -63,7 +63,8 @@ __device__ __forceinline__ void attn_range(const attn_params &p, int len, int sp
 template <typename T, int D, int GT>
 __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
 {
-    gc_pdl_trigger(); /* o_proj's GEMV may prefetch its weights */
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     typedef attn_layout<T, D, GT> LY;
     constexpr int GM = LY::GM, VEC = LY::VEC, KST = LY::KST;
     constexpr int CPR = D / VEC;                              /* 16-byte words per row */
@@ -304,7 +305,8 @@ template <typename T, int D> struct am_layout {
 
 template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 {
-    gc_pdl_trigger(); /* o_proj's GEMV may prefetch its weights */
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     typedef am_layout<T, D> LY;
     constexpr int TK = LY::TK, ST = LY::ST, SST = LY::SST, PST = LY::PST;
     constexpr int CPR = D / 8;                   /* 16-byte words per row */
@@ -486,7 +488,8 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
 #define AT_CB_COLS 64
 template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_combine_kernel(attn_params p)
 {
-    gc_pdl_trigger(); /* o_proj's GEMV may prefetch its weights */
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     constexpr int C = AT_CB_COLS / 4, GROUPS = AT_CB_THREADS / C;
     extern __shared__ float w[]; /* [nsplit] (allocation padded) */
     __shared__ float scratch[32];
@@ -538,7 +541,7 @@ static graft_status attn_combine_go(int dtype, const attn_params *p, gcuda_strea
     dim3 cgrid((unsigned)p->Hq, (unsigned)p->B, (unsigned)((p->hd + AT_CB_COLS - 1) / AT_CB_COLS));
     size_t smem = ((size_t)p->nsplit + 4) * sizeof(float);
     GCUDA_DISPATCH(dtype, "gcuda_attn_decode", {
-        attn_combine_kernel<T><<<cgrid, AT_CB_THREADS, smem, s>>>(*p);
+        gc_launch(gcuda_pdl_all(), (attn_combine_kernel<T>), cgrid, AT_CB_THREADS, smem, s, *p);
         GCUDA_CHECK_LAUNCH("attn_combine_kernel");
     });
     return GRAFT_OK;
@@ -563,7 +566,7 @@ static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stre
         return GRAFT_OK;
     }
     dim3 grid((unsigned)p->nsplit, (unsigned)p->Hkv, (unsigned)p->B);
-    kern<<<grid, AT_THREADS, smem, s>>>(*p);
+    gc_launch(gcuda_pdl_all(), kern, grid, AT_THREADS, smem, s, *p);
     GCUDA_CHECK_LAUNCH("attn_split_kernel");
     return GRAFT_OK;
 }

@@ -11,6 +11,8 @@
 template <typename T>
 __global__ void rotary_kernel(gcuda_rotary_args a, int64_t items, int64_t per_row)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     int64_t half = a.rotary_dim / 2;
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < items; t += (int64_t)gridDim.x * blockDim.x) {
         int64_t row = t / per_row, k = t % per_row;
@@ -48,7 +50,7 @@ extern "C" graft_status gcuda_rotary(const gcuda_rotary_args *a, gcuda_stream s,
     int64_t items = a->batch * a->seq * a->heads * per_row;
     if (items == 0) return GRAFT_OK;
     GCUDA_DISPATCH(a->dtype, "gcuda_rotary", {
-        rotary_kernel<T><<<gc_blocks(items, 256), 256, 0, s>>>(*a, items, per_row);
+        gc_launch(gcuda_pdl_all(), (rotary_kernel<T>), gc_blocks(items, 256), 256, 0, s, *a, items, per_row);
         GCUDA_CHECK_LAUNCH("rotary_kernel");
     });
     return GRAFT_OK;
@@ -120,6 +122,8 @@ extern "C" graft_status gcuda_softmax(int dtype, const void *x, void *y, int64_t
 template <typename T, int OP>
 __global__ void binary_kernel(const T *a, const T *b, T *y, int64_t n, int64_t bn)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         float u = gc_f(a[i]), v = gc_f(b[bn == n ? i : i % bn]);
         y[i] = gc_to<T>(OP == GCUDA_BINARY_ADD ? u + v : u * v);
@@ -130,6 +134,8 @@ __global__ void binary_kernel(const T *a, const T *b, T *y, int64_t n, int64_t b
 template <typename T, int OP>
 __global__ void binary_vec_kernel(const uint4 *a, const uint4 *b, uint4 *y, int64_t nv)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     constexpr int V = gc_vec<T>::n;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv; i += (int64_t)gridDim.x * blockDim.x) {
         uint4 ua = a[i], ub = b[i], uy;
@@ -156,17 +162,17 @@ extern "C" graft_status gcuda_binary(gcuda_binary_op op, int dtype, const void *
         if (vec) {
             int64_t nv = n * (int64_t)sizeof(T) / 16;
             if (op == GCUDA_BINARY_ADD)
-                binary_vec_kernel<T, GCUDA_BINARY_ADD><<<gc_blocks(nv, 256), 256, 0, s>>>(
+                gc_launch(gcuda_pdl_all(), (binary_vec_kernel<T, GCUDA_BINARY_ADD>), gc_blocks(nv, 256), 256, 0, s,
                     (const uint4 *)a, (const uint4 *)b, (uint4 *)y, nv);
             else
-                binary_vec_kernel<T, GCUDA_BINARY_MUL><<<gc_blocks(nv, 256), 256, 0, s>>>(
-                    (const uint4 *)a, (const uint4 *)b, (uint4 *)y, nv);
+                gc_launch(gcuda_pdl_all(), (binary_vec_kernel<T, GCUDA_BINARY_MUL>), gc_blocks(nv, 256), 256, 0, s,
+                          (const uint4 *)a, (const uint4 *)b, (uint4 *)y, nv);
         } else if (op == GCUDA_BINARY_ADD) {
-            binary_kernel<T, GCUDA_BINARY_ADD><<<gc_blocks(n, 256), 256, 0, s>>>((const T *)a, (const T *)b, (T *)y, n,
-                                                                                b_n);
+            gc_launch(gcuda_pdl_all(), (binary_kernel<T, GCUDA_BINARY_ADD>), gc_blocks(n, 256), 256, 0, s, (const T *)a,
+                      (const T *)b, (T *)y, n, b_n);
         } else {
-            binary_kernel<T, GCUDA_BINARY_MUL><<<gc_blocks(n, 256), 256, 0, s>>>((const T *)a, (const T *)b, (T *)y, n,
-                                                                                b_n);
+            gc_launch(gcuda_pdl_all(), (binary_kernel<T, GCUDA_BINARY_MUL>), gc_blocks(n, 256), 256, 0, s, (const T *)a,
+                      (const T *)b, (T *)y, n, b_n);
         }
         GCUDA_CHECK_LAUNCH("binary_kernel");
     });
@@ -178,6 +184,8 @@ extern "C" graft_status gcuda_binary(gcuda_binary_op op, int dtype, const void *
 template <typename T>
 __global__ void gather_kernel(const T *table, int64_t rows, int64_t dim, const int64_t *ids, int64_t total, T *out)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
         int64_t i = t / dim, d = t % dim, id = ids[i];
         if (id < 0) id += rows;
@@ -196,13 +204,14 @@ extern "C" graft_status gcuda_gather_rows(int dtype, const void *table, int64_t 
     /* rows of 16-byte words when they line up: gather them as uint4 */
     if (es && (dim * (int64_t)es) % 16 == 0 && ((uintptr_t)table | (uintptr_t)out) % 16 == 0) {
         int64_t dv = dim * (int64_t)es / 16;
-        gather_kernel<uint4><<<gc_blocks(n * dv, 256), 256, 0, s>>>((const uint4 *)table, rows, dv, ids, n * dv,
-                                                                     (uint4 *)out);
+        gc_launch(gcuda_pdl_all(), (gather_kernel<uint4>), gc_blocks(n * dv, 256), 256, 0, s, (const uint4 *)table,
+                  rows, dv, ids, n * dv, (uint4 *)out);
         GCUDA_CHECK_LAUNCH("gather_kernel<uint4>");
         return GRAFT_OK;
     }
     GCUDA_DISPATCH(dtype, "gcuda_gather_rows", {
-        gather_kernel<T><<<gc_blocks(n * dim, 256), 256, 0, s>>>((const T *)table, rows, dim, ids, n * dim, (T *)out);
+        gc_launch(gcuda_pdl_all(), (gather_kernel<T>), gc_blocks(n * dim, 256), 256, 0, s, (const T *)table, rows, dim,
+                  ids, n * dim, (T *)out);
         GCUDA_CHECK_LAUNCH("gather_kernel");
     });
     return GRAFT_OK;

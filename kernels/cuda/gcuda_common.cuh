@@ -91,6 +91,35 @@ __device__ __forceinline__ void gc_pdl_wait()
 #endif
 }
 
+/* GRAFT_CUDA_PDL (read once, gcuda_core.cu): 0 plain launches; 1 (the
+ * default) the decode GEMVs as programmatic dependents; "all" the other
+ * decode-path kernels too (each waits in gc_pdl_wait before reading). */
+int gcuda_pdl_mode(void);
+static inline bool gcuda_pdl_all(void) { return gcuda_pdl_mode() >= 2; }
+
+/* k<<<g, b, smem, s>>>(args...), as a programmatic dependent when pdl (k
+ * must call gc_pdl_wait before reading what an earlier kernel wrote); a
+ * failure is left for GCUDA_CHECK_LAUNCH (cudaGetLastError). */
+template <typename X> struct gc_id {
+    typedef X type;
+};
+template <typename... KA>
+static inline void gc_launch(bool pdl, void (*k)(KA...), dim3 g, dim3 b, size_t smem, gcuda_stream s,
+                             typename gc_id<KA>::type... args) /* converted to the kernel's parameters here */
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = g;
+    cfg.blockDim = b;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    (void)cudaLaunchKernelEx(&cfg, k, args...);
+}
+
 __device__ __forceinline__ float gc_f(float v) { return v; }
 __device__ __forceinline__ float gc_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ float gc_f(__nv_bfloat16 v) { return __bfloat162float(v); }

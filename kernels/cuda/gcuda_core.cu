@@ -149,3 +149,13 @@ extern "C" graft_status gcuda_fill_nan(int dtype, void *dst, size_t n, gcuda_str
     GCUDA_CHECK_LAUNCH("fill_kernel");
     return GRAFT_OK;
 }
+
+int gcuda_pdl_mode(void)
+{
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("GRAFT_CUDA_PDL");
+        mode = !e || !*e ? 1 : !strcmp(e, "0") ? 0 : !strcmp(e, "all") ? 2 : 1;
+    }
+    return mode;
+}

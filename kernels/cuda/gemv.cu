@@ -244,11 +244,7 @@ static graft_status gemv_run(int dtype, const void *x, const void *const *w, voi
     float *part = (float *)ws;
     unsigned *counters = need ? (unsigned *)(part + (size_t)g.splits * g.ntot) : NULL;
     /* a programmatic dependent launch (GRAFT_CUDA_PDL=0: a plain one) */
-    static int pdl = -1;
-    if (pdl < 0) {
-        const char *e = getenv("GRAFT_CUDA_PDL");
-        pdl = !(e && !strcmp(e, "0"));
-    }
+    const bool pdl = gcuda_pdl_mode() >= 1;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;

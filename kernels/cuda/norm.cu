@@ -10,8 +10,9 @@ template <typename T, bool SKIP>
 __global__ void __launch_bounds__(1024) rmsnorm_kernel(const T *x, const T *skip, const T *bias, const T *gamma, T *y,
                                                       T *sum, int dim, float eps)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     __shared__ float scratch[32];
-    gc_pdl_trigger(); /* the GEMV after a norm may start prefetching its weights */
     size_t row = (size_t)blockIdx.x * dim;
     float v[NORM_EPT];
     float ss = 0.0f;
@@ -55,11 +56,11 @@ static graft_status norm_launch(const char *fn, int dtype, const void *x, const 
     if (threads > 1024) threads = 1024;
     GCUDA_DISPATCH(dtype, fn, {
         if (skip)
-            rmsnorm_kernel<T, true><<<(unsigned)rows, threads, 0, s>>>((const T *)x, (const T *)skip, (const T *)bias,
-                                                                   (const T *)gamma, (T *)y, (T *)sum, (int)dim, eps);
+            gc_launch(gcuda_pdl_all(), (rmsnorm_kernel<T, true>), (unsigned)rows, threads, 0, s, (const T *)x,
+                      (const T *)skip, (const T *)bias, (const T *)gamma, (T *)y, (T *)sum, (int)dim, eps);
         else
-            rmsnorm_kernel<T, false><<<(unsigned)rows, threads, 0, s>>>((const T *)x, NULL, NULL, (const T *)gamma,
-                                                                    (T *)y, NULL, (int)dim, eps);
+            gc_launch(gcuda_pdl_all(), (rmsnorm_kernel<T, false>), (unsigned)rows, threads, 0, s, (const T *)x, NULL,
+                      NULL, (const T *)gamma, (T *)y, NULL, (int)dim, eps);
         GCUDA_CHECK_LAUNCH("rmsnorm_kernel");
     });
     return GRAFT_OK;

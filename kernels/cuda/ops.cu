@@ -57,6 +57,8 @@ template <int OP> __device__ __forceinline__ float go_bin(float a, float b) { re
 template <typename T, int OP>
 __global__ void go_binary_kernel(gops_shape sh, const T *a, const T *b, T *y, int64_t n)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t off[2];
         go_offsets<2>(sh, i, off);
@@ -70,13 +72,13 @@ static graft_status go_binary_t(gops_binary_op op, const gops_shape *sh, const T
 {
     unsigned g = gc_blocks(n, 256);
     switch (op) {
-    case GOPS_ADD: go_binary_kernel<T, GOPS_ADD><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
-    case GOPS_SUB: go_binary_kernel<T, GOPS_SUB><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
-    case GOPS_MUL: go_binary_kernel<T, GOPS_MUL><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
-    case GOPS_DIV: go_binary_kernel<T, GOPS_DIV><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
-    case GOPS_POW: go_binary_kernel<T, GOPS_POW><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
-    case GOPS_MAX: go_binary_kernel<T, GOPS_MAX><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
-    case GOPS_MIN: go_binary_kernel<T, GOPS_MIN><<<g, 256, 0, s>>>(*sh, a, b, y, n); break;
+    case GOPS_ADD: gc_launch(gcuda_pdl_all(), (go_binary_kernel<T, GOPS_ADD>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_SUB: gc_launch(gcuda_pdl_all(), (go_binary_kernel<T, GOPS_SUB>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_MUL: gc_launch(gcuda_pdl_all(), (go_binary_kernel<T, GOPS_MUL>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_DIV: gc_launch(gcuda_pdl_all(), (go_binary_kernel<T, GOPS_DIV>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_POW: gc_launch(gcuda_pdl_all(), (go_binary_kernel<T, GOPS_POW>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_MAX: gc_launch(gcuda_pdl_all(), (go_binary_kernel<T, GOPS_MAX>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_MIN: gc_launch(gcuda_pdl_all(), (go_binary_kernel<T, GOPS_MIN>), g, 256, 0, s, *sh, a, b, y, n); break;
     default: return gcuda_errf(err, GRAFT_EINVAL, "gops_binary: op %d", (int)op);
     }
     GCUDA_CHECK_LAUNCH("go_binary_kernel");
@@ -98,6 +100,8 @@ extern "C" graft_status gops_binary(gops_binary_op op, int dtype, const gops_sha
 template <typename T>
 __global__ void go_where_kernel(gops_shape sh, const uint8_t *c, const T *x, const T *z, T *y, int64_t n)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t off[3];
         go_offsets<3>(sh, i, off);
@@ -113,7 +117,8 @@ extern "C" graft_status gops_where(int dtype, const gops_shape *sh, const uint8_
     int64_t n = go_numel(sh);
     if (!n) return GRAFT_OK;
     GCUDA_DISPATCH(dtype, "gops_where", {
-        go_where_kernel<T><<<gc_blocks(n, 256), 256, 0, s>>>(*sh, cond, (const T *)x, (const T *)z, (T *)y, n);
+        gc_launch(gcuda_pdl_all(), (go_where_kernel<T>), gc_blocks(n, 256), 256, 0, s, *sh, cond, (const T *)x,
+                  (const T *)z, (T *)y, n);
         GCUDA_CHECK_LAUNCH("go_where_kernel");
     });
     return GRAFT_OK;
@@ -149,12 +154,14 @@ template <int OP> __device__ __forceinline__ float go_un(float x, float lo, floa
 template <typename T, int OP>
 __global__ void go_unary_kernel(const T *x, T *y, int64_t n, float lo, float hi)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         y[i] = gc_to<T>(go_un<OP>(gc_f(x[i]), lo, hi));
 }
 
 #define GO_UN_CASE(OPC)                                                                     \
-    case OPC: go_unary_kernel<T, OPC><<<g, 256, 0, s>>>(x, y, n, lo, hi); break;
+    case OPC: gc_launch(gcuda_pdl_all(), (go_unary_kernel<T, OPC>), g, 256, 0, s, x, y, n, lo, hi); break;
 
 template <typename T>
 static graft_status go_unary_t(gops_unary_op op, const T *x, T *y, int64_t n, float lo, float hi, gcuda_stream s,
@@ -190,6 +197,8 @@ extern "C" graft_status gops_unary(gops_unary_op op, int dtype, const void *x, v
 
 template <typename S, typename D> __global__ void go_cast_kernel(const S *x, D *y, int64_t n)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         y[i] = gc_to<D>(gc_f(x[i]));
 }
@@ -199,7 +208,7 @@ static graft_status go_cast_from(int dst, const S *x, void *y, int64_t n, gcuda_
 {
     unsigned g = gc_blocks(n, 256);
     GCUDA_DISPATCH(dst, "gops_cast", {
-        go_cast_kernel<S, T><<<g, 256, 0, s>>>(x, (T *)y, n);
+        gc_launch(gcuda_pdl_all(), (go_cast_kernel<S, T>), g, 256, 0, s, x, (T *)y, n);
         GCUDA_CHECK_LAUNCH("go_cast_kernel");
     });
     return GRAFT_OK;
@@ -217,6 +226,8 @@ extern "C" graft_status gops_cast(int src_dtype, int dst_dtype, const void *x, v
 
 template <typename E> __global__ void go_copy_kernel(gops_shape sh, const E *src, E *dst, int64_t n)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t off[2];
         go_offsets<2>(sh, i, off);
@@ -233,10 +244,22 @@ extern "C" graft_status gops_copy(size_t esize, const gops_shape *sh, const void
     if (!n) return GRAFT_OK;
     unsigned g = gc_blocks(n, 256);
     switch (esize) {
-    case 1: go_copy_kernel<uint8_t><<<g, 256, 0, s>>>(*sh, (const uint8_t *)src, (uint8_t *)dst, n); break;
-    case 2: go_copy_kernel<uint16_t><<<g, 256, 0, s>>>(*sh, (const uint16_t *)src, (uint16_t *)dst, n); break;
-    case 4: go_copy_kernel<uint32_t><<<g, 256, 0, s>>>(*sh, (const uint32_t *)src, (uint32_t *)dst, n); break;
-    case 8: go_copy_kernel<uint64_t><<<g, 256, 0, s>>>(*sh, (const uint64_t *)src, (uint64_t *)dst, n); break;
+    case 1:
+        gc_launch(gcuda_pdl_all(), (go_copy_kernel<uint8_t>), g, 256, 0, s, *sh, (const uint8_t *)src, (uint8_t *)dst,
+                  n);
+        break;
+    case 2:
+        gc_launch(gcuda_pdl_all(), (go_copy_kernel<uint16_t>), g, 256, 0, s, *sh, (const uint16_t *)src,
+                  (uint16_t *)dst, n);
+        break;
+    case 4:
+        gc_launch(gcuda_pdl_all(), (go_copy_kernel<uint32_t>), g, 256, 0, s, *sh, (const uint32_t *)src,
+                  (uint32_t *)dst, n);
+        break;
+    case 8:
+        gc_launch(gcuda_pdl_all(), (go_copy_kernel<uint64_t>), g, 256, 0, s, *sh, (const uint64_t *)src,
+                  (uint64_t *)dst, n);
+        break;
     default: return gcuda_errf(err, GRAFT_EINVAL, "gops_copy: element size %zu", esize);
     }
     GCUDA_CHECK_LAUNCH("go_copy_kernel");
@@ -247,6 +270,8 @@ extern "C" graft_status gops_copy(size_t esize, const gops_shape *sh, const void
 
 template <typename T> __global__ void go_reduce_kernel(const T *x, T *y, int64_t dim, int mean)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     __shared__ float scratch[32];
     const T *r = x + blockIdx.x * dim;
     float acc = 0.0f;
@@ -261,7 +286,7 @@ extern "C" graft_status gops_reduce_last(int dtype, const void *x, void *y, int6
     if (rows <= 0) return GRAFT_OK;
     if (rows > 0x7fffffffLL) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_reduce_last: %lld rows", (long long)rows);
     GCUDA_DISPATCH(dtype, "gops_reduce_last", {
-        go_reduce_kernel<T><<<(unsigned)rows, 256, 0, s>>>((const T *)x, (T *)y, dim, mean);
+        gc_launch(gcuda_pdl_all(), (go_reduce_kernel<T>), (unsigned)rows, 256, 0, s, (const T *)x, (T *)y, dim, mean);
         GCUDA_CHECK_LAUNCH("go_reduce_kernel");
     });
     return GRAFT_OK;
@@ -319,6 +344,7 @@ template <typename I> __device__ __forceinline__ float go_chain(const gops_fuse 
 
 template <typename I> __global__ void go_fuse_kernel(gops_fuse f, I n)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
     gc_pdl_trigger();
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
         I off = 0, j = i;
@@ -337,8 +363,9 @@ template <typename I> __global__ void go_fuse_kernel(gops_fuse f, I n)
 #define GO_FUSE_NORM_THREADS 256
 template <typename I> __global__ void __launch_bounds__(GO_FUSE_NORM_THREADS) go_fuse_norm_kernel(gops_fuse f)
 {
-    __shared__ float scratch[32];
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
     gc_pdl_trigger();
+    __shared__ float scratch[32];
     const int dim = (int)f.norm_dim;
     const I row = (I)blockIdx.x * dim;
     float ss = 0.0f;
@@ -375,13 +402,13 @@ extern "C" graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_err
             return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_fused: norm over %lld of %lld", (long long)f->norm_dim,
                               (long long)n);
         unsigned rows = (unsigned)(n / f->norm_dim);
-        if (small) go_fuse_norm_kernel<int><<<rows, GO_FUSE_NORM_THREADS, 0, s>>>(*f);
-        else go_fuse_norm_kernel<int64_t><<<rows, GO_FUSE_NORM_THREADS, 0, s>>>(*f);
+        if (small) gc_launch(gcuda_pdl_all(), (go_fuse_norm_kernel<int>), rows, GO_FUSE_NORM_THREADS, 0, s, *f);
+        else gc_launch(gcuda_pdl_all(), (go_fuse_norm_kernel<int64_t>), rows, GO_FUSE_NORM_THREADS, 0, s, *f);
         GCUDA_CHECK_LAUNCH("go_fuse_norm_kernel");
         return GRAFT_OK;
     }
-    if (small) go_fuse_kernel<int><<<gc_blocks(n, 256), 256, 0, s>>>(*f, (int)n);
-    else go_fuse_kernel<int64_t><<<gc_blocks(n, 256), 256, 0, s>>>(*f, n);
+    if (small) gc_launch(gcuda_pdl_all(), (go_fuse_kernel<int>), gc_blocks(n, 256), 256, 0, s, *f, (int)n);
+    else gc_launch(gcuda_pdl_all(), (go_fuse_kernel<int64_t>), gc_blocks(n, 256), 256, 0, s, *f, n);
     GCUDA_CHECK_LAUNCH("go_fuse_kernel");
     return GRAFT_OK;
 }

@@ -25,6 +25,8 @@ __global__ void kv_append_kernel(const E *__restrict__ src, E *__restrict__ dst,
                                  int S, int H, int W, int max_seq, long long sb, long long ss, long long sh,
                                  long long total)
 {
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
     /* W: units of E per row; sb, ss, sh: strides in units of E */
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
@@ -63,19 +65,17 @@ extern "C" graft_status gcuda_kv_append(const gcuda_kv_append_args *a, gcuda_str
         long long W = a->head_dim / div, total = a->batch * a->seq * a->kv_heads * W;
         unsigned blocks = gc_blocks(total, 256);
         if (vec) {
-            kv_append_kernel<uint4><<<blocks, 256, 0, s>>>(
-                (const uint4 *)src[i], (uint4 *)dst[i], a->past_lens, (int)a->seq, (int)a->kv_heads, (int)W,
-                (int)a->max_seq, a->stride_b / div, a->stride_s / div, a->stride_h / div, total);
+            gc_launch(gcuda_pdl_all(), (kv_append_kernel<uint4>), blocks, 256, 0, s, (const uint4 *)src[i],
+                      (uint4 *)dst[i], a->past_lens, (int)a->seq, (int)a->kv_heads, (int)W, (int)a->max_seq,
+                      a->stride_b / div, a->stride_s / div, a->stride_h / div, total);
         } else if (es == 4) {
-            kv_append_kernel<uint32_t><<<blocks, 256, 0, s>>>((const uint32_t *)src[i], (uint32_t *)dst[i],
-                                                              a->past_lens, (int)a->seq, (int)a->kv_heads, (int)W,
-                                                              (int)a->max_seq, a->stride_b, a->stride_s,
-                                                              a->stride_h, total);
+            gc_launch(gcuda_pdl_all(), (kv_append_kernel<uint32_t>), blocks, 256, 0, s, (const uint32_t *)src[i],
+                      (uint32_t *)dst[i], a->past_lens, (int)a->seq, (int)a->kv_heads, (int)W, (int)a->max_seq,
+                      a->stride_b, a->stride_s, a->stride_h, total);
         } else {
-            kv_append_kernel<uint16_t><<<blocks, 256, 0, s>>>((const uint16_t *)src[i], (uint16_t *)dst[i],
-                                                              a->past_lens, (int)a->seq, (int)a->kv_heads, (int)W,
-                                                              (int)a->max_seq, a->stride_b, a->stride_s,
-                                                              a->stride_h, total);
+            gc_launch(gcuda_pdl_all(), (kv_append_kernel<uint16_t>), blocks, 256, 0, s, (const uint16_t *)src[i],
+                      (uint16_t *)dst[i], a->past_lens, (int)a->seq, (int)a->kv_heads, (int)W, (int)a->max_seq,
+                      a->stride_b, a->stride_s, a->stride_h, total);
         }
         GCUDA_CHECK_LAUNCH("kv_append_kernel");
     }
