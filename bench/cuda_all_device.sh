@@ -81,8 +81,9 @@ if has profile && [ "$(left)" -gt 120 ]; then
     grep -E "^=== |tok/s|graphs|replay|^step|Attention|MatMul \(|RMSNorm|total" "$OUT/profile.log" | head -60
 fi
 if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; then
-    step "E2B decode: without fusion, without PDL, PDL on every decode kernel, without graphs"
-    for v in "GRAFT_CUDA_FUSE=0" "GRAFT_CUDA_PDL=0" "GRAFT_CUDA_PDL=all" "GRAFT_CUDA_FUSE=1 --no-cuda-graph"; do
+    step "E2B decode: without fusion, without PDL, PDL on every decode kernel, L2 prefetch of the next weights, without graphs"
+    for v in "GRAFT_CUDA_FUSE=0" "GRAFT_CUDA_PDL=0" "GRAFT_CUDA_PDL=all" "GRAFT_CUDA_PREFETCH=16" \
+        "GRAFT_CUDA_PREFETCH=32" "GRAFT_CUDA_FUSE=1 --no-cuda-graph"; do
         env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib ${v%% *} .devcarry-rt/graft bench /tmp/e2b/export --device cuda \
             --prompt-tokens 128 --new-tokens 64 $(echo "$v" | cut -s -d' ' -f2-) 2>&1 | grep -E "tok/s|^device:" | cut -c1-700
     done

@@ -103,6 +103,16 @@ graft_status gcuda_rotary(const gcuda_rotary_args *a, gcuda_stream s, graft_erro
 graft_status gcuda_gemv_plan(int dtype, int64_t K, int64_t N, size_t *ws_bytes, graft_error *err);
 graft_status gcuda_gemv(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
                         size_t ws_bytes, gcuda_stream s, graft_error *err);
+/* Asks L2 to fetch up to GCUDA_PREFETCH_MAX byte ranges (weights a later
+ * kernel will read) and returns at once: a hint, no result. */
+#define GCUDA_PREFETCH_MAX 4
+typedef struct gcuda_prefetch_set {
+    const void *ptr[GCUDA_PREFETCH_MAX];
+    size_t bytes[GCUDA_PREFETCH_MAX];
+    int n;
+} gcuda_prefetch_set;
+graft_status gcuda_l2_prefetch(const gcuda_prefetch_set *ps, gcuda_stream s, graft_error *err);
+
 /* n <= GCUDA_GEMV_MAX GEMVs of one x in one launch: y[j][N[j]] = x[K] .
  * W[j][K, N[j]] (q/k/v or gate/up projections of one hidden state). */
 #define GCUDA_GEMV_MAX 4

@@ -159,3 +159,25 @@ int gcuda_pdl_mode(void)
     }
     return mode;
 }
+
+/* Fire-and-forget L2 prefetches of 128-byte lines: the kernel ends once they
+ * are issued; the memory system fetches on. */
+__global__ void l2_prefetch_kernel(gcuda_prefetch_set ps)
+{
+    size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    for (int r = 0; r < ps.n; r++) {
+        const char *p = (const char *)ps.ptr[r];
+        size_t lines = (ps.bytes[r] + 127) / 128;
+        for (size_t i = t; i < lines; i += stride) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i * 128));
+    }
+}
+
+extern "C" graft_status gcuda_l2_prefetch(const gcuda_prefetch_set *ps, gcuda_stream s, graft_error *err)
+{
+    if (ps->n < 0 || ps->n > GCUDA_PREFETCH_MAX)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_l2_prefetch: %d ranges", ps->n);
+    if (ps->n == 0) return GRAFT_OK;
+    l2_prefetch_kernel<<<32, 256, 0, s>>>(*ps);
+    GCUDA_CHECK_LAUNCH("l2_prefetch_kernel");
+    return GRAFT_OK;
+}

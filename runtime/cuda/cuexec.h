@@ -118,6 +118,7 @@ struct cx_node {
     int mm;             /* sibling MatMuls: 1 the group's first (runs their GEMVs), 2 a later one */
     struct cx_mgroup *mg; /* the first's group */
     uint64_t mm_run;    /* run_no in which the first made this node's output */
+    int pf_next;        /* GRAFT_CUDA_PREFETCH: 1 + the next weight MatMul's node index (0: none) */
 };
 
 struct cx_exec {
@@ -191,6 +192,13 @@ struct cx_exec {
     int64_t *amax_d, *amax_h; /* argmax: device result and its pinned copy */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
+    /* GRAFT_CUDA_PREFETCH=MB: after each weight MatMul of a decode step, a side
+     * stream asks L2 for up to MB of the next one's weights (forked from and
+     * joined back to the step's stream, so it is part of the CUDA graph) */
+    size_t pf_bytes;
+    cudaStream_t pf_stream;
+    cudaEvent_t pf_fork, pf_join;
+    bool pf_forked;
     /* replayed steps: host seconds preparing them (host nodes, checks,
      * launch) and GPU seconds of the graphs (events around the launch,
      * read at the next replay) */
@@ -246,6 +254,10 @@ graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);
+/* GRAFT_CUDA_PREFETCH: after node cn ran, the next weights asked for on the
+ * side stream; cx_prefetch_join joins it back at the end of a run. */
+void cx_prefetch_next(cx_exec *x, cx_node *cn);
+void cx_prefetch_join(cx_exec *x);
 /* Writes the lengths for a replay (the copy is in the graph). */
 int cx_lens_replay(cx_exec *x, int64_t past, int64_t total);
 /* The node's zeroed workspace of at least `bytes`. */

@@ -687,6 +687,9 @@ static void cx_free(rt_backend *b)
     if (x->hlen) cudaFreeHost(x->hlen);
     for (int e = 0; e < 2; e++)
         if (x->rpev[e]) cudaEventDestroy(x->rpev[e]);
+    if (x->pf_fork) cudaEventDestroy(x->pf_fork);
+    if (x->pf_join) cudaEventDestroy(x->pf_join);
+    if (x->pf_stream) cudaStreamDestroy(x->pf_stream);
     if (x->amax_d) cudaFree(x->amax_d);
     if (x->amax_h) cudaFreeHost(x->amax_h);
     gops_blas_free(x->blas);
@@ -1067,7 +1070,18 @@ static void prof_graph_collect(cx_exec *x)
     (void)cudaGetLastError();
 }
 
+static graft_status run_nodes_in(cx_exec *x, graft_error *err);
+
+/* One run of the graph; a side stream forked for prefetching is joined back
+ * whatever happened (a capture needs it). */
 static graft_status run_nodes(cx_exec *x, graft_error *err)
+{
+    graft_status rc = run_nodes_in(x, err);
+    cx_prefetch_join(x);
+    return rc;
+}
+
+static graft_status run_nodes_in(cx_exec *x, graft_error *err)
 {
     graft_status rc;
     for (size_t i = 0; i < x->n_vals; i++) {
@@ -1114,6 +1128,7 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
                 x->cur = NULL;
                 if (rc == GRAFT_OK) rp_record(cn);
             }
+            if (rc == GRAFT_OK && cn->pf_next) cx_prefetch_next(x, cn);
             if (rc == GRAFT_EUNSUPPORTED && !x->placed) { /* a shape the device op does not take */
                 cn->place = CX_HOST;
                 rc = run_host(x, cn, err);

@@ -12,7 +12,10 @@
  * gate/up) form a group whose first node, on a one-row step, runs all their
  * GEMVs in one launch (gcuda_gemv_multi); the others then find their output
  * made. GRAFT_CUDA_FUSE=0 turns both off; GRAFT_CUDA_CHECK=1 (node by node
- * against the CPU kernels) runs unfused. */
+ * against the CPU kernels) runs unfused. Also here, off unless asked for
+ * (an experiment, GRAFT_CUDA_PREFETCH=MB): after each weight MatMul of a
+ * decode step, a side stream asks L2 for the next one's weights, so that
+ * HBM streams while the small kernels between them run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,10 +182,75 @@ graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err)
     return cn->dop->run(x, cn, err);
 }
 
+/* GRAFT_CUDA_PREFETCH=MB: each weight MatMul (a group's first stands for
+ * the group) points at the next one. */
+static void plan_prefetch(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_PREFETCH");
+    long mb = e ? strtol(e, NULL, 10) : 0;
+    if (mb <= 0) return;
+    x->pf_bytes = (size_t)mb << 20;
+    cx_node *prev = NULL;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *cn = &x->nodes[i];
+        if (cn->mm == 2 || !weight_matmul(cn)) continue;
+        if (prev) prev->pf_next = (int)i + 1;
+        prev = cn;
+    }
+}
+
+void cx_prefetch_next(cx_exec *x, cx_node *cn)
+{
+    if (!cn->pf_next || !x->graph_step) return;
+    cx_node *nx = &x->nodes[cn->pf_next - 1];
+    gcuda_prefetch_set ps = {0};
+    size_t left = x->pf_bytes;
+    int n = nx->mm == 1 && nx->mg ? nx->mg->n : 1;
+    for (int j = 0; j < n && ps.n < GCUDA_PREFETCH_MAX && left; j++) {
+        cx_val *b = cx_in(n > 1 ? nx->mg->m[j] : nx, 1);
+        if (!b || !b->on_dev || !b->d) continue;
+        size_t take = b->t.nbytes < left ? b->t.nbytes : left;
+        ps.ptr[ps.n] = b->d;
+        ps.bytes[ps.n++] = take;
+        left -= take;
+    }
+    if (!ps.n) return;
+    if (!x->pf_stream) {
+        if (cudaStreamCreateWithFlags(&x->pf_stream, cudaStreamNonBlocking) != cudaSuccess ||
+            cudaEventCreateWithFlags(&x->pf_fork, cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&x->pf_join, cudaEventDisableTiming) != cudaSuccess) {
+            (void)cudaGetLastError();
+            x->pf_bytes = 0; /* no side stream: no prefetching */
+            cn->pf_next = 0;
+            return;
+        }
+    }
+    graft_error e;
+    if (cudaEventRecord(x->pf_fork, x->stream) != cudaSuccess ||
+        cudaStreamWaitEvent(x->pf_stream, x->pf_fork, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    x->pf_forked = true;
+    if (gcuda_l2_prefetch(&ps, (gcuda_stream)x->pf_stream, &e) != GRAFT_OK) (void)cudaGetLastError();
+}
+
+void cx_prefetch_join(cx_exec *x)
+{
+    if (!x->pf_forked) return;
+    x->pf_forked = false;
+    if (cudaEventRecord(x->pf_join, x->pf_stream) != cudaSuccess ||
+        cudaStreamWaitEvent(x->stream, x->pf_join, 0) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
 void cx_fuse_plan(cx_exec *x)
 {
     const char *env = getenv("GRAFT_CUDA_FUSE");
-    if (x->check || (env && !strcmp(env, "0"))) return;
+    if (x->check || (env && !strcmp(env, "0"))) {
+        plan_prefetch(x);
+        return;
+    }
     plan_siblings(x);
     /* readers of each value (a graph output counts as two) */
     for (size_t v = 0; v < x->n_vals; v++) x->vals[v]->n_readers = 0;
@@ -246,6 +314,7 @@ void cx_fuse_plan(cx_exec *x)
         x->n_fused += (size_t)f.n;
         x->n_chains++;
     }
+    plan_prefetch(x); /* after the groups: a group's first stands for it */
 }
 
 /* A member before the tail: nothing computed, its output left absent. */
