@@ -78,7 +78,9 @@ if has profile && [ "$(left)" -gt 120 ]; then
     step "profile (bench/cuda_profile_device.sh ${PROFILE_PROMPTS:-128 2048})"
     timeout $(($(left) - 60)) bash bench/cuda_profile_device.sh ${PROFILE_PROMPTS:-128 2048} >"$OUT/profile.log" 2>&1
     echo "profile rc=$?"
-    grep -E "^=== |tok/s|graphs|replay|^step|Attention|MatMul \(|RMSNorm|total" "$OUT/profile.log" | head -60
+    grep -E "^=== |tok/s|^device:" "$OUT/profile.log" | cut -c1-400 | head -30
+    echo "--- the step inside the CUDA graph (GRAFT_CUDA_PROFILE=graph), by op:"
+    sed -n '/as CUDA graphs (events captured/,/slowest nodes/p' "$OUT/profile.log" | head -24
 fi
 if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; then
     step "E2B decode: without fusion, without PDL, PDL on every decode kernel, L2 prefetch of the next weights, without graphs"
