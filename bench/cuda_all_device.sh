@@ -60,7 +60,7 @@ if has kernels; then
     timeout 120 $TK >"$OUT/test_kernels.log" 2>&1
     echo "test_kernels rc=$?"
     grep -E "FAIL|NaN" "$OUT/test_kernels.log" | head -20
-    grep -E "checks,|gemv_tuned|best" "$OUT/test_kernels.log" | tail -12
+    grep -E "checks,|^\| gemv.*\| fp16 \|.*%" "$OUT/test_kernels.log" | head -40
 fi
 if has verify; then
     step "verify --device cuda, every fixture"

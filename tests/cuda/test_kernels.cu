@@ -935,6 +935,42 @@ template <class F> static double time_us(F launch, int inner = 20, int outer = 7
     return t[t.size() / 2];
 }
 
+/* Per-launch time of n launches captured in one CUDA graph and replayed:
+ * back to back as in a decode step (the GEMV's programmatic launches
+ * overlap), no host launch cost. */
+template <class F> static double graph_us(F launch, int n = 20, int outer = 7)
+{
+    cudaStream_t st;
+    CUCK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUCK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+    for (int i = 0; i < n; i++) launch(i, (gcuda_stream)st);
+    CUCK(cudaStreamEndCapture(st, &g));
+    CUCK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t e0, e1;
+    CUCK(cudaEventCreate(&e0));
+    CUCK(cudaEventCreate(&e1));
+    for (int i = 0; i < 2; i++) CUCK(cudaGraphLaunch(ge, st));
+    std::vector<double> t;
+    for (int o = 0; o < outer; o++) {
+        CUCK(cudaEventRecord(e0, st));
+        CUCK(cudaGraphLaunch(ge, st));
+        CUCK(cudaEventRecord(e1, st));
+        CUCK(cudaEventSynchronize(e1));
+        float ms;
+        CUCK(cudaEventElapsedTime(&ms, e0, e1));
+        t.push_back(ms * 1000.0 / n);
+    }
+    CUCK(cudaEventDestroy(e0));
+    CUCK(cudaEventDestroy(e1));
+    CUCK(cudaGraphExecDestroy(ge));
+    CUCK(cudaGraphDestroy(g));
+    CUCK(cudaStreamDestroy(st));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
 struct bench_row {
     std::string kernel, shape;
     int dt;
@@ -979,6 +1015,12 @@ static void bench(void)
             double bytes = (double)wb + (double)(K + N) * es;
             double gbs = bytes / (us * 1e-6) / 1e9;
             rows.push_back({"gemv", fmt("K%d N%d", K, N), dt, us, gbs, gbs / copy_gbs});
+            /* the same launches inside a CUDA graph, as in a replayed decode step */
+            double gus = graph_us([&](int i, gcuda_stream st) {
+                CK(gcuda_gemv(dt, x, W[i % copies], y, K, N, ws, wsb, st, &E));
+            });
+            double ggbs = bytes / (gus * 1e-6) / 1e9;
+            rows.push_back({"gemv in a graph", fmt("K%d N%d", K, N), dt, gus, ggbs, ggbs / copy_gbs});
             /* the geometry sweep: the best of the knobs against the default */
             gcuda_gemv_tune best = {4, 4, 256};
             double best_us = us;
