@@ -70,8 +70,9 @@ graft_status gops_reduce_last(int dtype, const void *x, void *y, int64_t rows, i
 /* A chain of elementwise nodes as one kernel (the CUDA executor's fusion,
  * runtime/cuda/fuse.c): per element of the output (rank, dims; y of
  * y_dtype), r starts as leaf 0 there, or, with norm_dim > 0, as the
- * RMSNorm of leaf 0's rows of norm_dim (eps, gamma of leaf 0's type,
- * rounded to norm_dtype); then each instruction in order: UNARY r =
+ * RMSNorm of leaf 0's rows of norm_dim (eps, gamma of leaf 0's type or
+ * none, rounded to norm_dtype; norm_div: x / sqrt(mean + eps), a graph's
+ * own spelled-out norm); then each instruction in order: UNARY r =
  * op(r) (lo, hi for CLIP), BINARY r = op(r, leaf) (op(leaf, r) with
  * chain_b), CAST nothing but the rounding; r is rounded to the
  * instruction's dtype after each, as the unfused nodes store it. Leaves
@@ -93,9 +94,10 @@ typedef struct gops_fuse {
     void *y;
     int y_dtype;
     int64_t norm_dim; /* > 0: RMSNorm head over the last norm_dim elements */
-    const void *gamma;
+    const void *gamma; /* NULL: no scale (a graph's own x / sqrt(mean(x^2) + eps)) */
     float eps;
     int norm_dtype;
+    int norm_div;      /* x / sqrt(mean + eps), as that graph computes it, instead of x * rsqrt */
 } gops_fuse;
 graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_error *err);
 

@@ -375,10 +375,11 @@ template <typename I> __global__ void __launch_bounds__(GO_FUSE_NORM_THREADS) go
     }
     ss = gc_block_sum(ss, scratch);
     float q = ss / (float)dim + f.eps;
-    float inv = f.leaf_dtype[0] == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q);
+    float inv = f.leaf_dtype[0] == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q), sq = sqrtf(q);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = go_ld(f.leaf[0], f.leaf_dtype[0], row + i);
-        float r = go_round(f.norm_dtype, v * inv * go_ld(f.gamma, f.leaf_dtype[0], i));
+        float r = f.norm_div ? v / sq : v * inv * (f.gamma ? go_ld(f.gamma, f.leaf_dtype[0], i) : 1.0f);
+        r = go_round(f.norm_dtype, r);
         go_st(f.y, f.y_dtype, row + i, go_chain<I>(f, r, row + i));
     }
 }

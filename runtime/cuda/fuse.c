@@ -26,7 +26,9 @@
 typedef struct cx_fuse {
     int n;                        /* members, head first; the tail owns this */
     cx_node *m[GOPS_FUSE_MAX + 1];
-    int norm;                     /* the head is an RMSNormalization (not an instruction) */
+    int norm;                     /* the head is a norm, not an instruction: 1 an RMSNormalization, 2 the
+                                   * graph's own x / sqrt(mean(x * x) + eps) ending in the Div m[0] */
+    float eps;                    /* norm 2: the Add's constant */
     gops_fuse_ins ins[GOPS_FUSE_MAX];
     rt_tensor *leaf[GOPS_FUSE_LEAVES];
     int n_leaf;
@@ -86,6 +88,73 @@ static int is_norm_head(const cx_node *cn)
     for (int j = 1; j < n->n_out; j++)
         if (n->out[j] && *graft_node_output(n->src, (size_t)j)) return 0;
     return n->in[0]->dtype == n->in[1]->dtype;
+}
+
+/* The producer node of value t (NULL: an input or initializer). */
+static cx_node *producer(cx_exec *x, const rt_tensor *t)
+{
+    for (size_t i = 0; i < x->n_nodes; i++)
+        for (int j = 0; j < x->nodes[i].n.n_out; j++)
+            if (x->nodes[i].n.out[j] == t) return &x->nodes[i];
+    return NULL;
+}
+
+/* A device node of this ONNX op whose one output is read once (and by no graph output). */
+static int single(const cx_node *cn, const char *op)
+{
+    return cn && cn->place == CX_DEVICE && !cn->fuse && !cn->mm && !*graft_node_domain(cn->n.src) &&
+           !strcmp(rt_node_op(&cn->n), op) && cn->n.n_out == 1 && cn->n.out[0] && cx_v(cn->n.out[0])->n_readers == 1;
+}
+
+/* A one-element float constant on the host, as a float. */
+static int const_scalar(const rt_tensor *t, float *out)
+{
+    const cx_val *v = cx_v((rt_tensor *)t);
+    if (!v->sticky || !v->on_host || !t->data || t->numel != 1) return 0;
+    switch (t->dtype) {
+    case GRAFT_DTYPE_FLOAT: *out = *(const float *)t->data; return 1;
+    case GRAFT_DTYPE_FLOAT16: *out = rt_f16_to_f32(*(const uint16_t *)t->data); return 1;
+    case GRAFT_DTYPE_BFLOAT16: *out = rt_bf16_to_f32(*(const uint16_t *)t->data); return 1;
+    default: return 0;
+    }
+}
+
+/* GRAFT_CUDA_FUSE_NORM=1 (off until measured on a GPU): D = Div(c, Sqrt(Add(ReduceMean(Mul(c, c), last axis,
+ * keepdims), eps))), the RMSNorm without scale that exporters spell out (Gemma's v_norm in fp32), as one
+ * norm head; *skip gets Mul, ReduceMean, Add, Sqrt. */
+static int spelled_norm(cx_exec *x, cx_node *d, cx_node *skip[4], float *eps)
+{
+    const rt_node *n = &d->n;
+    if (d->place != CX_DEVICE || d->fuse || *graft_node_domain(n->src) || strcmp(rt_node_op(n), "Div") ||
+        n->n_in != 2 || !n->in[0] || !n->in[1] || !n->out[0] || n->in[0]->rank < 1)
+        return 0;
+    const rt_tensor *c = n->in[0];
+    cx_node *sq = producer(x, n->in[1]);
+    if (!single(sq, "Sqrt")) return 0;
+    cx_node *ad = producer(x, sq->n.in[0]);
+    if (!single(ad, "Add") || ad->n.n_in != 2) return 0;
+    int ri = const_scalar(ad->n.in[1], eps) ? 0 : const_scalar(ad->n.in[0], eps) ? 1 : -1;
+    if (ri < 0) return 0;
+    cx_node *rm = producer(x, ad->n.in[ri]);
+    if (!single(rm, "ReduceMean") || !rt_attr_int(&rm->n, "keepdims", 1)) return 0;
+    int64_t ax = 0;
+    size_t na = 0;
+    const int64_t *axes = rt_attr_ints(&rm->n, "axes", &na);
+    if (rm->n.n_in >= 2 && rm->n.in[1]) { /* opset 18: axes an input */
+        const rt_tensor *at = rm->n.in[1];
+        const cx_val *av = cx_v((rt_tensor *)at);
+        if (!av->sticky || !av->on_host || at->dtype != GRAFT_DTYPE_INT64 || at->numel != 1) return 0;
+        ax = *(const int64_t *)at->data;
+    } else if (axes && na == 1) {
+        ax = axes[0];
+    } else {
+        return 0;
+    }
+    if (ax != -1 && ax != c->rank - 1) return 0;
+    cx_node *mu = producer(x, rm->n.in[0]);
+    if (!single(mu, "Mul") || mu->n.in[0] != c || mu->n.in[1] != c) return 0;
+    skip[0] = mu, skip[1] = rm, skip[2] = ad, skip[3] = sq;
+    return 1;
 }
 
 static int add_leaf(cx_fuse *f, rt_tensor *t)
@@ -246,11 +315,12 @@ void cx_prefetch_join(cx_exec *x)
 
 void cx_fuse_plan(cx_exec *x)
 {
-    const char *env = getenv("GRAFT_CUDA_FUSE");
+    const char *env = getenv("GRAFT_CUDA_FUSE"), *fn = getenv("GRAFT_CUDA_FUSE_NORM");
     if (x->check || (env && !strcmp(env, "0"))) {
         plan_prefetch(x);
         return;
     }
+    int fuse_norm = fn && !strcmp(fn, "1");
     plan_siblings(x);
     /* readers of each value (a graph output counts as two) */
     for (size_t v = 0; v < x->n_vals; v++) x->vals[v]->n_readers = 0;
@@ -264,19 +334,34 @@ void cx_fuse_plan(cx_exec *x)
             v->reader = i;
         }
     }
+    /* spelled-out norms first: their Add -> Sqrt would otherwise start an
+     * elementwise chain before the Div is reached */
+    size_t nn = x->n_nodes ? x->n_nodes : 1;
+    char *n2 = fuse_norm ? calloc(nn, 1) : NULL;
+    float *n2eps = fuse_norm ? calloc(nn, sizeof *n2eps) : NULL;
+    cx_node **n2skip = fuse_norm ? calloc(nn * 4, sizeof *n2skip) : NULL;
+    for (size_t i = 0; n2 && n2eps && n2skip && i < x->n_nodes; i++) {
+        if (!spelled_norm(x, &x->nodes[i], &n2skip[4 * i], &n2eps[i])) continue;
+        n2[i] = 1;
+        for (int k = 0; k < 4; k++) n2skip[4 * i + k]->fuse = 1;
+        x->n_fused += 4;
+    }
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *h = &x->nodes[i];
         if (h->fuse) continue;
         gops_fuse_ins in0;
-        int norm = is_norm_head(h);
+        int norm = is_norm_head(h) ? 1 : n2 && n2[i] ? 2 : 0;
         if (!norm && !member_ins(h, &in0)) continue;
         cx_fuse f;
         memset(&f, 0, sizeof f);
         f.norm = norm;
+        f.eps = norm == 2 ? n2eps[i] : 0.0f;
         f.m[f.n++] = h;
         add_leaf(&f, h->n.in[0]);
-        if (norm) {
+        if (norm == 1) {
             add_leaf(&f, h->n.in[1]); /* gamma: leaf 1 */
+        } else if (norm == 2) {
+            f.leaf[f.n_leaf++] = h->n.in[0]; /* no gamma: leaf 1 holds its place, unread */
         } else {
             if (in0.kind == GOPS_FUSE_BINARY) in0.leaf = add_leaf(&f, h->n.in[1]);
             f.ins[0] = in0;
@@ -303,9 +388,13 @@ void cx_fuse_plan(cx_exec *x)
             f.m[f.n++] = nx;
             cur = nx;
         }
-        if (f.n < 2) continue;
+        if (f.n < 2 && norm != 2) continue;
         cx_fuse *fp = malloc(sizeof *fp);
-        if (!fp) break; /* unfused: fine */
+        if (!fp) { /* unfused: fine, but a spelled-out norm's nodes must run again */
+            for (int k = 0; k < 4 && norm == 2; k++) n2skip[4 * i + k]->fuse = 0;
+            if (norm == 2) x->n_fused -= 4;
+            continue;
+        }
         *fp = f;
         for (int k = 0; k < f.n - 1; k++) f.m[k]->fuse = 1;
         cx_node *tail = f.m[f.n - 1];
@@ -314,6 +403,9 @@ void cx_fuse_plan(cx_exec *x)
         x->n_fused += (size_t)f.n;
         x->n_chains++;
     }
+    free(n2);
+    free(n2eps);
+    free(n2skip);
     plan_prefetch(x); /* after the groups: a group's first stands for it */
 }
 
@@ -368,11 +460,13 @@ graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err)
     if (f->norm) {
         rt_tensor *a = f->leaf[0], *gm = f->leaf[1];
         g.norm_dim = a->dims[a->rank - 1];
-        if ((int64_t)gm->numel != g.norm_dim || rank != a->rank || (uint64_t)rt_numel(rank, od) != a->numel)
+        if ((f->norm == 1 && (int64_t)gm->numel != g.norm_dim) || rank != a->rank ||
+            (uint64_t)rt_numel(rank, od) != a->numel)
             return rt_err(&cn->n, err, GRAFT_EINVAL, "fused chain: the norm's row is not the output's");
-        g.gamma = g.leaf[1];
-        g.eps = rt_attr_float(&f->m[0]->n, "epsilon", 1e-5f);
-        g.norm_dtype = a->dtype;
+        g.gamma = f->norm == 1 ? g.leaf[1] : NULL;
+        g.eps = f->norm == 1 ? rt_attr_float(&f->m[0]->n, "epsilon", 1e-5f) : f->eps;
+        g.norm_div = f->norm == 2;
+        g.norm_dtype = f->m[0]->n.out[0]->dtype;
     }
     int n_ins = f->n - (f->norm ? 1 : 0);
     g.n_ins = n_ins;

@@ -786,6 +786,24 @@ static void test_fused(int dt, int rows, int dim)
         check("fused rmsnorm+add*scalar", fmt("%dx%d", rows, dim), dt, got, ref);
         release_all();
     }
+    { /* the spelled-out norm (no scale, x / sqrt(mean + eps)) of fp32 rows, cast to dt */
+        const int F = GRAFT_DTYPE_FLOAT;
+        auto xv = rnd(F, n, -2, 2);
+        base(1);
+        leaf(F, xv, false, false);
+        leaf(F, xv, false, false); /* the gamma slot, unread */
+        f.norm_dim = dim, f.gamma = NULL, f.eps = 1e-6f, f.norm_dtype = F, f.norm_div = 1;
+        f.ins[0] = {GOPS_FUSE_CAST, 0, 0, 0, dt, 0, 0};
+        auto got = run();
+        for (int rr = 0; rr < rows; rr++) {
+            double ss = 0;
+            for (int i = 0; i < dim; i++) ss += (double)xv[(size_t)rr * dim + i] * xv[(size_t)rr * dim + i];
+            for (int i = 0; i < dim; i++)
+                ref[(size_t)rr * dim + i] = round_to(dt, (float)(xv[(size_t)rr * dim + i] / std::sqrt(ss / dim + 1e-6)));
+        }
+        check("fused spelled-out norm+cast", fmt("%dx%d", rows, dim), dt, got, ref);
+        release_all();
+    }
     { /* fp32 m [rows, 1] + eps -> sqrt -> x / . -> cast to dt */
         const int F = GRAFT_DTYPE_FLOAT;
         auto m = rnd(F, rows, 0.1f, 2.0f), eps = rnd(F, 1, 1e-6f, 1e-6f), xv = rnd(F, n, -2, 2);
