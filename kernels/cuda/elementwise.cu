@@ -40,8 +40,64 @@ __global__ void rotary_kernel(gcuda_rotary_args a, int64_t items, int64_t per_ro
     }
 }
 
+/* With the norm first: one block per row, the row normalised into shared
+ * memory (head_size floats), then rotated from there. */
+#define RN_THREADS 128
+template <typename T> __global__ void __launch_bounds__(RN_THREADS) rotary_norm_kernel(gcuda_rotary_args a)
+{
+    gc_pdl_wait();
+    gc_pdl_trigger();
+    extern __shared__ float rv[];
+    __shared__ float scratch[32];
+    int64_t row = blockIdx.x, h = row % a.heads, bs = row / a.heads, si = bs % a.seq, b = bs / a.seq;
+    int64_t off = b * a.stride_b + si * a.stride_s + h * a.stride_h;
+    const T *xn = (const T *)a.norm_x + off;
+    const T *g = (const T *)a.norm_gamma;
+    T *y = (T *)a.y + off;
+    const int D = (int)a.head_size, half = (int)(a.rotary_dim / 2);
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        float f = gc_f(xn[i]);
+        rv[i] = f;
+        ss += f * f;
+    }
+    ss = gc_block_sum(ss, scratch);
+    float inv = gc_rsqrt<T>(ss / (float)D + a.norm_eps);
+    for (int i = threadIdx.x; i < D; i += blockDim.x) rv[i] = gc_f(gc_to<T>(rv[i] * inv * gc_f(g[i])));
+    __syncthreads();
+    int64_t pos = a.positions[b * a.seq + si];
+    for (int k = threadIdx.x; k < half; k += blockDim.x) {
+        int i0 = a.interleaved ? 2 * k : k, i1 = a.interleaved ? 2 * k + 1 : k + half;
+        float x0 = rv[i0], x1 = rv[i1], c, sn;
+        if (pos < 0 || pos >= a.max_pos) {
+            c = sn = __int_as_float(0x7fc00000);
+        } else {
+            c = gc_f(((const T *)a.cos_cache)[pos * half + k]);
+            sn = gc_f(((const T *)a.sin_cache)[pos * half + k]);
+        }
+        y[i0] = gc_to<T>(c * x0 - sn * x1);
+        y[i1] = gc_to<T>(sn * x0 + c * x1);
+    }
+    for (int i = (int)a.rotary_dim + threadIdx.x; i < D; i += blockDim.x) y[i] = gc_to<T>(rv[i]);
+}
+
 extern "C" graft_status gcuda_rotary(const gcuda_rotary_args *a, gcuda_stream s, graft_error *err)
 {
+    if (a->norm_x) {
+        if (a->rotary_dim <= 0 || a->rotary_dim % 2 || a->rotary_dim > a->head_size || a->head_size > 16384 ||
+            !a->norm_gamma || a->batch < 0 || a->seq < 0 || a->heads < 0)
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_rotary (with norm): rotary_dim %lld for head_size %lld",
+                              (long long)a->rotary_dim, (long long)a->head_size);
+        int64_t rows = a->batch * a->seq * a->heads;
+        if (rows == 0) return GRAFT_OK;
+        if (rows > 0x7fffffffLL) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_rotary: %lld rows", (long long)rows);
+        size_t smem = (size_t)a->head_size * sizeof(float);
+        GCUDA_DISPATCH(a->dtype, "gcuda_rotary", {
+            gc_launch(gcuda_pdl_all(), (rotary_norm_kernel<T>), (unsigned)rows, RN_THREADS, smem, s, *a);
+            GCUDA_CHECK_LAUNCH("rotary_norm_kernel");
+        });
+        return GRAFT_OK;
+    }
     if (a->rotary_dim <= 0 || a->rotary_dim % 2 || a->rotary_dim > a->head_size || a->batch < 0 || a->seq < 0 ||
         a->heads < 0)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_rotary: rotary_dim %lld for head_size %lld",

@@ -90,6 +90,11 @@ typedef struct gcuda_rotary_args {
     int64_t stride_b, stride_s, stride_h; /* elements between rows of x and y:
                                            * [B,S,H,D]: S*H*D, H*D, D; [B,H,S,D]: H*S*D, D, S*D */
     int interleaved;            /* 1: pairs (2i, 2i+1); 0: halves (i, i + rotary_dim/2) */
+    /* non-NULL: the rows are first RMSNorm(norm_x rows, laid out as x) *
+     * norm_gamma [head_size] (norm_eps), rounded to dtype as an RMSNorm node
+     * stores them (q/k-norm and rotary in one launch); x is not read */
+    const void *norm_x, *norm_gamma;
+    float norm_eps;
 } gcuda_rotary_args;
 
 graft_status gcuda_rotary(const gcuda_rotary_args *a, gcuda_stream s, graft_error *err);

@@ -113,7 +113,9 @@ struct cx_node {
     int shared_k, shared_v; /* ... the bindings (cx_exec.kv) */
     int64_t *hscr;     /* host scratch (positions to upload) */
     size_t hcap;
-    int fuse;          /* 1: a member of a fused chain before its tail (computes nothing); 2: the tail (runs it) */
+    int fuse;          /* 1: a member of a fused chain before its tail (computes nothing); 2: the tail (runs it);
+                        * 3: an RMSNorm that only shapes its output (the RotaryEmbedding after it normalises) */
+    struct cx_node *rope_norm; /* RotaryEmbedding: the RMSNorm (fuse 3) it applies first (GRAFT_CUDA_FUSE_ROPE=1) */
     struct cx_fuse *fz; /* the tail's chain (runtime/cuda/fuse.c) */
     int mm;             /* sibling MatMuls: 1 the group's first (runs their GEMVs), 2 a later one */
     struct cx_mgroup *mg; /* the first's group */
@@ -250,6 +252,7 @@ int cx_unary_code(const rt_node *n, float *lo, float *hi);
  * planning run; members before the tail skip, the tail runs the chain. */
 void cx_fuse_plan(cx_exec *x);
 graft_status cx_fuse_skip(cx_exec *x, cx_node *cn, graft_error *err);
+graft_status cx_fuse_shape(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err);

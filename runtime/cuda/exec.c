@@ -1121,6 +1121,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
             }
             rc = cn->fuse == 1   ? cx_fuse_skip(x, cn, err)
                  : cn->fuse == 2 ? cx_fuse_run(x, cn, err)
+                 : cn->fuse == 3 ? cx_fuse_shape(x, cn, err)
                  : cn->mm == 1   ? cx_mm_run(x, cn, err)
                  : cn->mm == 2   ? cx_mm_follow(x, cn, err)
                                  : cn->dop->run(x, cn, err);

@@ -157,6 +157,37 @@ static int spelled_norm(cx_exec *x, cx_node *d, cx_node *skip[4], float *eps)
     return 1;
 }
 
+/* GRAFT_CUDA_FUSE_ROPE=1 (off until measured): an RMSNormalization read
+ * only, through views, by a RotaryEmbedding (Gemma's and Qwen3's q/k norms)
+ * only shapes its output; the rotary launch normalises its rows first. */
+static void plan_rope_norm(cx_exec *x)
+{
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *r = &x->nodes[i];
+        if (r->place != CX_DEVICE || r->fuse || *graft_node_domain(r->n.src) ||
+            strcmp(rt_node_op(&r->n), "RotaryEmbedding") || !r->n.in[0])
+            continue;
+        cx_node *p = producer(x, r->n.in[0]);
+        for (int depth = 0; p && p->place == CX_VIEW && depth < 4; depth++) {
+            if (cx_v(p->n.out[0])->n_readers != 1 || !p->n.in[0]) break;
+            p = producer(x, p->n.in[0]);
+        }
+        if (!p || p->fuse || !is_norm_head(p) || cx_v(p->n.out[0])->n_readers != 1) continue;
+        p->fuse = 3;
+        r->rope_norm = p;
+        x->n_fused += 2;
+        x->n_chains++;
+    }
+}
+
+/* fuse 3: the output shaped (and its buffer kept), nothing computed. */
+graft_status cx_fuse_shape(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    const rt_tensor *a = cn->n.in[0];
+    cx_val *y = cx_out(x, cn, 0, a->dtype, a->rank, a->dims, err);
+    return y ? GRAFT_OK : err->code ? err->code : GRAFT_EIO;
+}
+
 static int add_leaf(cx_fuse *f, rt_tensor *t)
 {
     for (int i = 0; i < f->n_leaf; i++)
@@ -406,6 +437,8 @@ void cx_fuse_plan(cx_exec *x)
     free(n2);
     free(n2eps);
     free(n2skip);
+    const char *fr = getenv("GRAFT_CUDA_FUSE_ROPE");
+    if (fr && !strcmp(fr, "1")) plan_rope_norm(x);
     plan_prefetch(x); /* after the groups: a group's first stands for it */
 }
 

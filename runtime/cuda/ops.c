@@ -765,6 +765,18 @@ static graft_status run_rotary(cx_exec *x, cx_node *cn, graft_error *err)
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
     OUT_OR_FAIL(y);
     r.x = a->d, r.y = y->d, r.cos_cache = c->d, r.sin_cache = s->d, r.positions = pos;
+    if (cn->rope_norm) { /* the RMSNorm before it only shaped its output (fuse.c): normalise here */
+        cx_node *nn = cn->rope_norm;
+        cx_val *nx = cx_in(nn, 0), *g = cx_in(nn, 1);
+        if (nx->t.numel == a->t.numel && nx->t.dtype == a->t.dtype && g->t.dtype == a->t.dtype && nx->t.rank &&
+            nx->t.dims[nx->t.rank - 1] == r.head_size && (int64_t)g->t.numel == r.head_size &&
+            cx_to_dev(x, nx, err) == GRAFT_OK && cx_to_dev(x, g, err) == GRAFT_OK) {
+            r.norm_x = nx->d, r.norm_gamma = g->d;
+            r.norm_eps = rt_attr_float(&nn->n, "epsilon", 1e-5f);
+        } else { /* not this shape: the norm runs now, into the buffer its views point at */
+            TRY(nn->dop->run(x, nn, err));
+        }
+    }
     return gcuda_rotary(&r, STRM(x), err);
 }
 

@@ -243,11 +243,14 @@ static void test_skip_rmsnorm(int dt, int rows, int dim, bool bias)
 
 /* ------------------------------------------------------------ rotary */
 
-static void test_rotary(int dt, int B, int S, int H, int hs, int rd, int interleaved, int bhsd, bool inplace)
+/* norm: each row RMS-normalised first (gamma, eps 1e-6, rounded to dt as
+ * the RMSNorm node stores it), then rotated (the q/k-norm + rotary launch) */
+static void test_rotary(int dt, int B, int S, int H, int hs, int rd, int interleaved, int bhsd, bool inplace,
+                        bool norm = false)
 {
     int half = rd / 2, max_pos = 64;
     size_t n = (size_t)B * S * H * hs;
-    auto x = rnd(dt, n);
+    auto x = rnd(dt, n), gam = rnd(dt, hs, 0.5f, 1.5f);
     std::vector<float> cs((size_t)max_pos * half), sn(cs.size());
     for (int p = 0; p < max_pos; p++)
         for (int i = 0; i < half; i++) {
@@ -277,6 +280,18 @@ static void test_rotary(int dt, int B, int S, int H, int hs, int rd, int interle
         a.stride_b = (int64_t)S * H * hs, a.stride_s = (int64_t)H * hs, a.stride_h = hs;
     }
     a.interleaved = interleaved;
+    if (norm) {
+        a.norm_x = dx, a.norm_gamma = dupload(dt, gam), a.norm_eps = 1e-6f;
+        for (int b = 0; b < B; b++) /* the reference's input: the normalised rows */
+            for (int s2 = 0; s2 < S; s2++)
+                for (int h = 0; h < H; h++) {
+                    float *xr = &x[(size_t)b * a.stride_b + (size_t)s2 * a.stride_s + (size_t)h * a.stride_h];
+                    double ss = 0;
+                    for (int i = 0; i < hs; i++) ss += (double)xr[i] * xr[i];
+                    double inv = 1.0 / std::sqrt(ss / hs + 1e-6);
+                    for (int i = 0; i < hs; i++) xr[i] = round_to(dt, (float)(xr[i] * inv * gam[i]));
+                }
+    }
     CK(gcuda_rotary(&a, NULL, &E));
     auto got = ddown(dt, dy, n);
     std::vector<double> ref(n);
@@ -295,7 +310,7 @@ static void test_rotary(int dt, int B, int S, int H, int hs, int rd, int interle
                 }
                 for (int i = rd; i < hs; i++) yr[i] = xr[i];
             }
-    check("rotary",
+    check(norm ? "rmsnorm+rotary" : "rotary",
           fmt("B%d S%d H%d hs%d rd%d %s %s%s", B, S, H, hs, rd, interleaved ? "inter" : "half", bhsd ? "BHSD" : "BSHD",
               inplace ? " in-place" : ""),
           dt, got, ref);
@@ -1232,6 +1247,9 @@ int main(int argc, char **argv)
         test_rotary(dt, 1, 5, 2, 512, 128, 0, 0, false);
         test_rotary(dt, 1, 1, 8, 256, 64, 1, 0, false);
         test_rotary(dt, 2, 2, 3, 128, 96, 0, 1, true);
+        test_rotary(dt, 1, 1, 8, 256, 256, 0, 0, false, true);
+        test_rotary(dt, 1, 1, 4, 512, 512, 0, 0, true, true);
+        test_rotary(dt, 2, 3, 2, 128, 64, 1, 1, false, true);
 
         test_gemv(dt, 64, 64);
         test_gemv(dt, 1536, 1536);
