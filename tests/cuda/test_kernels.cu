@@ -944,28 +944,38 @@ static void dinit(int dt, void *p, size_t n, unsigned seed)
 }
 
 /* median over `outer` runs of `inner` back-to-back launches, microseconds per launch */
-template <class F> static double time_us(F launch, int inner = 20, int outer = 7)
+/* The median over `outer` runs of body() on stream st, in microseconds per
+ * `per` units of work. */
+template <class B> static double median_us(cudaStream_t st, int per, int outer, B body)
 {
     cudaEvent_t e0, e1;
     CUCK(cudaEventCreate(&e0));
     CUCK(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; i++) launch(i);
-    CUCK(cudaDeviceSynchronize());
     std::vector<double> t;
-    int k = 0;
     for (int o = 0; o < outer; o++) {
-        CUCK(cudaEventRecord(e0));
-        for (int i = 0; i < inner; i++) launch(k++);
-        CUCK(cudaEventRecord(e1));
+        CUCK(cudaEventRecord(e0, st));
+        body();
+        CUCK(cudaEventRecord(e1, st));
         CUCK(cudaEventSynchronize(e1));
         float ms;
         CUCK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms * 1000.0 / inner);
+        t.push_back(ms * 1000.0 / per);
     }
     CUCK(cudaEventDestroy(e0));
     CUCK(cudaEventDestroy(e1));
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
+}
+
+/* Per-launch time of `inner` launches in a row (after 3 to warm up). */
+template <class F> static double time_us(F launch, int inner = 20, int outer = 7)
+{
+    for (int i = 0; i < 3; i++) launch(i);
+    CUCK(cudaDeviceSynchronize());
+    int k = 0;
+    return median_us(NULL, inner, outer, [&] {
+        for (int i = 0; i < inner; i++) launch(k++);
+    });
 }
 
 /* Per-launch time of n launches captured in one CUDA graph and replayed:
@@ -981,27 +991,12 @@ template <class F> static double graph_us(F launch, int n = 20, int outer = 7)
     for (int i = 0; i < n; i++) launch(i, (gcuda_stream)st);
     CUCK(cudaStreamEndCapture(st, &g));
     CUCK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t e0, e1;
-    CUCK(cudaEventCreate(&e0));
-    CUCK(cudaEventCreate(&e1));
     for (int i = 0; i < 2; i++) CUCK(cudaGraphLaunch(ge, st));
-    std::vector<double> t;
-    for (int o = 0; o < outer; o++) {
-        CUCK(cudaEventRecord(e0, st));
-        CUCK(cudaGraphLaunch(ge, st));
-        CUCK(cudaEventRecord(e1, st));
-        CUCK(cudaEventSynchronize(e1));
-        float ms;
-        CUCK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms * 1000.0 / n);
-    }
-    CUCK(cudaEventDestroy(e0));
-    CUCK(cudaEventDestroy(e1));
+    double us = median_us(st, n, outer, [&] { CUCK(cudaGraphLaunch(ge, st)); });
     CUCK(cudaGraphExecDestroy(ge));
     CUCK(cudaGraphDestroy(g));
     CUCK(cudaStreamDestroy(st));
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return us;
 }
 
 struct bench_row {
