@@ -13,9 +13,12 @@
  * GEMVs in one launch (gcuda_gemv_multi); the others then find their output
  * made. GRAFT_CUDA_FUSE=0 turns both off; GRAFT_CUDA_CHECK=1 (node by node
  * against the CPU kernels) runs unfused. Also here, off unless asked for
- * (an experiment, GRAFT_CUDA_PREFETCH=MB): after each weight MatMul of a
- * decode step, a side stream asks L2 for the next one's weights, so that
- * HBM streams while the small kernels between them run. */
+ * until measured on a GPU: GRAFT_CUDA_FUSE_NORM=1, the RMSNorm without scale
+ * that exporters spell out (Mul, ReduceMean, Add, Sqrt, Div) as a chain
+ * head; GRAFT_CUDA_FUSE_ROPE=1, an RMSNorm feeding a RotaryEmbedding
+ * applied by the rotary launch; GRAFT_CUDA_PREFETCH=MB, after each weight
+ * MatMul of a decode step a side stream asks L2 for the next one's weights,
+ * so that HBM streams while the small kernels between them run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +112,7 @@ static int single(const cx_node *cn, const char *op)
 /* A one-element float constant on the host, as a float. */
 static int const_scalar(const rt_tensor *t, float *out)
 {
+    if (!t) return 0;
     const cx_val *v = cx_v((rt_tensor *)t);
     if (!v->sticky || !v->on_host || !t->data || t->numel != 1) return 0;
     switch (t->dtype) {
@@ -132,7 +136,7 @@ static int spelled_norm(cx_exec *x, cx_node *d, cx_node *skip[4], float *eps)
     cx_node *sq = producer(x, n->in[1]);
     if (!single(sq, "Sqrt")) return 0;
     cx_node *ad = producer(x, sq->n.in[0]);
-    if (!single(ad, "Add") || ad->n.n_in != 2) return 0;
+    if (!single(ad, "Add") || ad->n.n_in != 2 || !ad->n.in[0] || !ad->n.in[1]) return 0;
     int ri = const_scalar(ad->n.in[1], eps) ? 0 : const_scalar(ad->n.in[0], eps) ? 1 : -1;
     if (ri < 0) return 0;
     cx_node *rm = producer(x, ad->n.in[ri]);
@@ -152,7 +156,7 @@ static int spelled_norm(cx_exec *x, cx_node *d, cx_node *skip[4], float *eps)
     }
     if (ax != -1 && ax != c->rank - 1) return 0;
     cx_node *mu = producer(x, rm->n.in[0]);
-    if (!single(mu, "Mul") || mu->n.in[0] != c || mu->n.in[1] != c) return 0;
+    if (!single(mu, "Mul") || mu->n.n_in != 2 || mu->n.in[0] != c || mu->n.in[1] != c) return 0;
     skip[0] = mu, skip[1] = rm, skip[2] = ad, skip[3] = sq;
     return 1;
 }
