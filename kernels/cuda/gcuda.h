@@ -126,7 +126,7 @@ graft_status gcuda_gemv_multi_plan(int dtype, int64_t K, const int64_t *N, int n
 graft_status gcuda_gemv_multi(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N,
                               int n, int64_t K, void *ws, size_t ws_bytes, gcuda_stream s, graft_error *err);
 /* The same with the geometry's knobs set (for the kernel bench's sweep):
- * 16-byte rows in flight per thread (4 or 8), the blocks per SM that
+ * 16-byte rows in flight per thread (4, 8 or 16), the blocks per SM that
  * split-K aims at, the fewest rows a split takes. gcuda_gemv is
  * {4, 4, 256}. */
 typedef struct gcuda_gemv_tune {

@@ -214,8 +214,8 @@ static graft_status gemv_run(int dtype, const void *x, const void *const *w, voi
                              int64_t K, void *ws, size_t ws_bytes, const gcuda_gemv_tune *t, gcuda_stream s,
                              graft_error *err)
 {
-    if (t->unroll != 4 && t->unroll != 8)
-        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_tuned: unroll %d (4 or 8)", t->unroll);
+    if (t->unroll != 4 && t->unroll != 8 && t->unroll != 16)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_tuned: unroll %d (4, 8 or 16)", t->unroll);
     if (t->blocks_per_sm < 1 || t->min_rows < 1)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_tuned: blocks_per_sm %d, min_rows %d", t->blocks_per_sm,
                           t->min_rows);
@@ -258,7 +258,9 @@ static graft_status gemv_run(int dtype, const void *x, const void *const *w, voi
     cudaError_t e = cudaSuccess;
     GCUDA_DISPATCH(dtype, "gcuda_gemv", {
         const T *xt = (const T *)x;
-        if (g.vec && t->unroll == 8)
+        if (g.vec && t->unroll == 16)
+            e = cudaLaunchKernelEx(&cfg, gemv_kernel<T, 16 / sizeof(T), 8, 16>, xt, set, part, counters, Ki, kc);
+        else if (g.vec && t->unroll == 8)
             e = cudaLaunchKernelEx(&cfg, gemv_kernel<T, 16 / sizeof(T), 8, 8>, xt, set, part, counters, Ki, kc);
         else if (g.vec)
             e = cudaLaunchKernelEx(&cfg, gemv_kernel<T, 16 / sizeof(T), 8, 4>, xt, set, part, counters, Ki, kc);

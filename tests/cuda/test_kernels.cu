@@ -340,17 +340,19 @@ static void test_gemv(int dt, int K, int N)
         auto got = ddown(dt, dy, N);
         check("gemv", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, got, ref);
     }
-    /* the bench sweep's other geometries: eight rows in flight, more splits */
-    gcuda_gemv_tune tn = {8, 8, 128};
-    size_t wst;
-    CK(gcuda_gemv_tuned_plan(dt, K, N, &tn, &wst, &E));
-    void *ws2 = wst ? dalloc(wst) : NULL;
-    if (wst) CK(gcuda_memset(ws2, 0, wst, NULL, &E));
-    for (int rep = 0; rep < 2; rep++) {
-        CK(gcuda_fill_nan(dt, dy, N, NULL, &E));
-        CK(gcuda_gemv_tuned(dt, dx, dw, dy, K, N, ws2, wst, &tn, NULL, &E));
-        auto got = ddown(dt, dy, N);
-        check("gemv {8,8,128}", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, got, ref);
+    /* the bench sweep's other geometries: eight or sixteen rows in flight, more splits */
+    for (gcuda_gemv_tune tn : {gcuda_gemv_tune{8, 8, 128}, gcuda_gemv_tune{16, 4, 64}}) {
+        size_t wst;
+        CK(gcuda_gemv_tuned_plan(dt, K, N, &tn, &wst, &E));
+        void *ws2 = wst ? dalloc(wst) : NULL;
+        if (wst) CK(gcuda_memset(ws2, 0, wst, NULL, &E));
+        for (int rep = 0; rep < 2; rep++) {
+            CK(gcuda_fill_nan(dt, dy, N, NULL, &E));
+            CK(gcuda_gemv_tuned(dt, dx, dw, dy, K, N, ws2, wst, &tn, NULL, &E));
+            auto got = ddown(dt, dy, N);
+            check(fmt("gemv {%d,%d,%d}", tn.unroll, tn.blocks_per_sm, tn.min_rows).c_str(),
+                  fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, got, ref);
+        }
     }
     release_all();
 }
@@ -1052,7 +1054,7 @@ static void bench(void)
             /* the geometry sweep: the best of the knobs against the default */
             gcuda_gemv_tune best = {4, 4, 256};
             double best_us = us;
-            for (int un : {4, 8})
+            for (int un : {4, 8, 16})
                 for (int bps : {2, 4, 8, 16})
                     for (int mr : {64, 128, 256, 512}) {
                         gcuda_gemv_tune tn = {un, bps, mr};
