@@ -6,6 +6,31 @@
 
 /* ------------------------------------------------------------ rotary */
 
+/* The two elements of pair k of a row: halves (k, k + rotary_dim / 2) or
+ * interleaved (2k, 2k + 1). */
+__device__ __forceinline__ int64_t pair_i0(const gcuda_rotary_args &a, int64_t k) { return a.interleaved ? 2 * k : k; }
+__device__ __forceinline__ int64_t pair_i1(const gcuda_rotary_args &a, int64_t k)
+{
+    return a.interleaved ? 2 * k + 1 : k + a.rotary_dim / 2;
+}
+
+/* Pair k (values x0, x1) of a row at cache position pos, rotated into y. */
+template <typename T>
+__device__ __forceinline__ void rotate_pair(const gcuda_rotary_args &a, int64_t pos, int64_t k, float x0, float x1,
+                                            T *y)
+{
+    int64_t half = a.rotary_dim / 2;
+    float c, sn;
+    if (pos < 0 || pos >= a.max_pos) {
+        c = sn = __int_as_float(0x7fc00000); /* no error channel on the device: a NaN row shows it */
+    } else {
+        c = gc_f(((const T *)a.cos_cache)[pos * half + k]);
+        sn = gc_f(((const T *)a.sin_cache)[pos * half + k]);
+    }
+    y[pair_i0(a, k)] = gc_to<T>(c * x0 - sn * x1);
+    y[pair_i1(a, k)] = gc_to<T>(sn * x0 + c * x1);
+}
+
 /* One thread per work item of a row: items [0, half) rotate a pair, items
  * [half, half + head_size - rotary_dim) copy the tail (only when y != x). */
 template <typename T>
@@ -25,18 +50,7 @@ __global__ void rotary_kernel(gcuda_rotary_args a, int64_t items, int64_t per_ro
             y[i] = x[i];
             continue;
         }
-        int64_t pos = a.positions[b * a.seq + si];
-        int64_t i0 = a.interleaved ? 2 * k : k, i1 = a.interleaved ? 2 * k + 1 : k + half;
-        float x0 = gc_f(x[i0]), x1 = gc_f(x[i1]);
-        float c, sn;
-        if (pos < 0 || pos >= a.max_pos) {
-            c = sn = __int_as_float(0x7fc00000); /* no error channel on the device: a NaN row shows it */
-        } else {
-            c = gc_f(((const T *)a.cos_cache)[pos * half + k]);
-            sn = gc_f(((const T *)a.sin_cache)[pos * half + k]);
-        }
-        y[i0] = gc_to<T>(c * x0 - sn * x1);
-        y[i1] = gc_to<T>(sn * x0 + c * x1);
+        rotate_pair<T>(a, a.positions[b * a.seq + si], k, gc_f(x[pair_i0(a, k)]), gc_f(x[pair_i1(a, k)]), y);
     }
 }
 
@@ -66,18 +80,8 @@ template <typename T> __global__ void __launch_bounds__(RN_THREADS) rotary_norm_
     for (int i = threadIdx.x; i < D; i += blockDim.x) rv[i] = gc_f(gc_to<T>(rv[i] * inv * gc_f(g[i])));
     __syncthreads();
     int64_t pos = a.positions[b * a.seq + si];
-    for (int k = threadIdx.x; k < half; k += blockDim.x) {
-        int i0 = a.interleaved ? 2 * k : k, i1 = a.interleaved ? 2 * k + 1 : k + half;
-        float x0 = rv[i0], x1 = rv[i1], c, sn;
-        if (pos < 0 || pos >= a.max_pos) {
-            c = sn = __int_as_float(0x7fc00000);
-        } else {
-            c = gc_f(((const T *)a.cos_cache)[pos * half + k]);
-            sn = gc_f(((const T *)a.sin_cache)[pos * half + k]);
-        }
-        y[i0] = gc_to<T>(c * x0 - sn * x1);
-        y[i1] = gc_to<T>(sn * x0 + c * x1);
-    }
+    for (int k = threadIdx.x; k < half; k += blockDim.x)
+        rotate_pair<T>(a, pos, k, rv[pair_i0(a, k)], rv[pair_i1(a, k)], y);
     for (int i = (int)a.rotary_dim + threadIdx.x; i < D; i += blockDim.x) y[i] = gc_to<T>(rv[i]);
 }
 
