@@ -70,8 +70,9 @@ typedef struct rt_backend_vt {
 extern const rt_backend_vt rt_backend_cpu;
 /* The CUDA backend, from libgraft_cuda.so (mk/cuda.mk), loaded on first
  * use: $GRAFT_CUDA_LIB if set, else libgraft_cuda.so in the directory of
- * the running program, else in ../lib/graft/ from it (make install). NULL where it cannot be loaded, with the reason in
- * why (runtime/backend_load.c). Thread-safe; the library stays loaded. */
+ * the running program, else in ../lib/graft/ from it (make install). NULL
+ * where it cannot be loaded, with the reason in why
+ * (runtime/backend_load.c). Thread-safe; the library stays loaded. */
 const rt_backend_vt *rt_backend_cuda_load(char *why, size_t why_len);
 
 #endif

@@ -207,9 +207,9 @@ static graft_status set_int_input(graft_generator *g, const char *name, int dtyp
     return g->be->set_input(g->b, name, &a, 0, err);
 }
 
-/* Runs the session on `n` new tokens at position g->len, with the cache. */
 static graft_status fetch_logits(graft_generator *g, graft_error *err);
 
+/* Runs the session on `n` new tokens at position g->len, with the cache. */
 static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, graft_error *err)
 {
     graft_status rc;
@@ -558,7 +558,7 @@ static int cmp_desc(const void *a, const void *b, void *ctx)
 
 int64_t graft_generator_pick(graft_generator *g)
 {
-    if (g->have_next && !g->lg_ready && g->o.temperature <= 0) return g->next_id;
+    if (g->have_next && !g->lg_ready) return g->next_id; /* a greedy step's device argmax */
     const float *lg = graft_generator_logits(g, NULL);
     if (!lg) return -1;
     size_t v = g->vocab, best = 0;
