@@ -14,13 +14,11 @@
 # DEADLINE_S (default 570): no step starts that cannot finish before it.
 set -u
 if [ "${1:-}" = prepare ]; then
-    B=${BUILD:-build/cudart}
-    [ -f "$B/libgraft_cuda.so" ] || { echo "$B/graft has no CUDA (build it where nvcc is on PATH)" >&2; exit 1; }
+    # graft, libgraft_cuda.so, their non-CUDA .so files and COMMIT as the E2B script packs them, plus test_kernels
+    DEVCARRY=build/pack bash bench/cuda_e2b_device.sh prepare >/dev/null || exit 1
     ck=$(tests/cuda/build.sh build/ck) || exit 1
-    rm -rf .devcarry-all build/pack && mkdir -p .devcarry-all build/pack/lib || exit 1
-    cp "$B/graft" "$B/libgraft_cuda.so" "$ck" build/pack/ || exit 1
-    for l in $(ldd "$B/graft" | awk '/protobuf-c|jansson|pcre2-8|utf8proc/ {print $3}'); do cp -L "$l" build/pack/lib/; done
-    { git rev-parse --short HEAD; git status --short --untracked-files=no | sed 's/^/dirty: /'; } > build/pack/COMMIT
+    cp "$ck" build/pack/ || exit 1
+    rm -rf .devcarry-all && mkdir -p .devcarry-all || exit 1
     tar cJf .devcarry-all/pack.tar.xz -C build/pack . && du -sh .devcarry-all
     exit
 fi
