@@ -137,6 +137,17 @@ graft_status gcuda_gemv_tuned_plan(int dtype, int64_t K, int64_t N, const gcuda_
 graft_status gcuda_gemv_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
                               size_t ws_bytes, const gcuda_gemv_tune *t, gcuda_stream s, graft_error *err);
 
+/* y[N] = W[N, K] . x[K]: the weight stored one output per row (the
+ * executor's transposed MatMul weights), batch 1; no workspace. Up to
+ * GCUDA_GEMV_MAX matrices of one x in one launch (_multi). _tuned sets the
+ * 16-byte loads in flight per thread (4, 8 or 16; the others use 8). */
+graft_status gcuda_gemv_rows(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, gcuda_stream s,
+                             graft_error *err);
+graft_status gcuda_gemv_rows_multi(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N,
+                                   int n, int64_t K, gcuda_stream s, graft_error *err);
+graft_status gcuda_gemv_rows_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, int unroll,
+                                   gcuda_stream s, graft_error *err);
+
 /* ------------------------------------------------------------ decode attention */
 
 /* Split-K flash decoding for one query token per sequence. The current

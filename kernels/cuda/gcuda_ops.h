@@ -101,6 +101,15 @@ typedef struct gops_fuse {
 } gops_fuse;
 graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_error *err);
 
+/* gcuda_gemv_rows (gcuda.h) of one matrix with the chain that reads its
+ * output y (leaf 0 of `tail`, which is y's shape: N elements) run in the
+ * same launch: y is written, and the chain's output tail->y. Without a
+ * norm the chain runs per element; with norm_dim == N (an RMSNorm over the
+ * whole output heads it) the last block to finish runs it, counted by
+ * `counter` (device, zero before the first call; reset by each call). */
+graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
+                                  const gops_fuse *tail, unsigned *counter, gcuda_stream s, graft_error *err);
+
 /* *out (device) = the index of the largest of x[0..n), the lowest index on
  * a tie, as the host's greedy pick (best = 0; x[i] > x[best] moves it):
  * NaN never wins, a NaN at 0 or nothing above -inf gives 0. */
@@ -137,13 +146,17 @@ graft_status gops_attention(const gops_attn_args *a, gcuda_stream s, graft_error
 /* GEMM through cuBLASLt (cuBLAS where cuBLASLt has no algorithm, or
  * GRAFT_CUDA_NO_LT=1 when the handle is created), row-major: C[b] = A[b]
  * (M x K) . B[b] (K x N) for b < batch, with batch strides sa, sb, sc (0:
- * shared). fp32 accumulation; fp32 inputs keep full fp32 math (no TF32). */
+ * shared). fp32 accumulation; fp32 inputs keep full fp32 math (no TF32).
+ * gops_gemm_bt: B stored transposed, each B[b] N x K row-major. */
 typedef struct gops_blas gops_blas;
 graft_status gops_blas_create(gops_blas **out, graft_error *err);
 void gops_blas_free(gops_blas *h);
 graft_status gops_gemm(gops_blas *h, int dtype, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa,
                        const void *B, int64_t sb, void *C, int64_t sc, int64_t batch, gcuda_stream s,
                        graft_error *err);
+graft_status gops_gemm_bt(gops_blas *h, int dtype, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa,
+                          const void *B, int64_t sb, void *C, int64_t sc, int64_t batch, gcuda_stream s,
+                          graft_error *err);
 
 #ifdef __cplusplus
 }

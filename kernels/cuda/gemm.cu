@@ -21,7 +21,7 @@
 
 /* One cuBLASLt plan: descriptors and algorithm for a key. */
 typedef struct lt_plan {
-    int64_t key[9]; /* dtype, M, N, K, batch, sa, sb, sc, alignment */
+    int64_t key[10]; /* dtype, M, N, K, batch, sa, sb, sc, alignment, B transposed */
     bool used, ok;  /* ok false: cuBLASLt has no algorithm, use cuBLAS */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -61,12 +61,13 @@ static bool lt_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows,
 }
 
 /* The plan for this product (row-major C = A B as column-major
- * C^T = B^T A^T: Lt's A is our B, N x K, Lt's B our A, K x M), built and
- * cached on first use; NULL when cuBLASLt has none. */
+ * C^T = B^T A^T: Lt's A is our B, N x K, or, bt, K x N transposed; Lt's B
+ * our A, K x M), built and cached on first use; NULL when cuBLASLt has
+ * none. */
 static const lt_plan *lt_plan_get(gops_blas *h, cudaDataType_t t, int dtype, int64_t M, int64_t N, int64_t K,
-                                  int64_t batch, int64_t sa, int64_t sb, int64_t sc, int64_t align)
+                                  int64_t batch, int64_t sa, int64_t sb, int64_t sc, int64_t align, int bt)
 {
-    int64_t key[9] = {dtype, M, N, K, batch, sa, sb, sc, align};
+    int64_t key[10] = {dtype, M, N, K, batch, sa, sb, sc, align, bt};
     for (int i = 0; i < GOPS_LT_CACHE; i++)
         if (h->plans[i].used && !memcmp(h->plans[i].key, key, sizeof key)) return h->plans[i].ok ? &h->plans[i] : NULL;
     int slot = -1;
@@ -85,8 +86,11 @@ static const lt_plan *lt_plan_get(gops_blas *h, cudaDataType_t t, int dtype, int
     int found = 0;
     uint64_t wsb = GOPS_BLAS_WS;
     uint32_t al = (uint32_t)align;
+    cublasOperation_t opa = bt ? CUBLAS_OP_T : CUBLAS_OP_N;
     bool ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
-              lt_layout(&p->la, t, N, K, N, (int32_t)batch, sb) && lt_layout(&p->lb, t, K, M, K, (int32_t)batch, sa) &&
+              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) ==
+                  CUBLAS_STATUS_SUCCESS &&
+              (bt ? lt_layout(&p->la, t, K, N, K, (int32_t)batch, sb) : lt_layout(&p->la, t, N, K, N, (int32_t)batch, sb)) && lt_layout(&p->lb, t, K, M, K, (int32_t)batch, sa) &&
               lt_layout(&p->lc, t, N, M, N, (int32_t)batch, sc) &&
               cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) ==
@@ -171,9 +175,9 @@ extern "C" void gops_blas_free(gops_blas *b)
     free(b);
 }
 
-extern "C" graft_status gops_gemm(gops_blas *h, int dtype, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa,
-                                  const void *B, int64_t sb, void *C, int64_t sc, int64_t batch, gcuda_stream s,
-                                  graft_error *err)
+static graft_status gemm_run(gops_blas *h, int dtype, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa,
+                             const void *B, int64_t sb, int bt, void *C, int64_t sc, int64_t batch, gcuda_stream s,
+                             graft_error *err)
 {
     if (M <= 0 || N <= 0 || batch <= 0) return GRAFT_OK;
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX || batch > INT_MAX)
@@ -195,7 +199,7 @@ extern "C" graft_status gops_gemm(gops_blas *h, int dtype, int64_t M, int64_t N,
     float one = 1.0f, zero = 0.0f;
     if (!h->no_lt) {
         int64_t al = lt_alignment(A, B, C, sa, sb, sc, gcuda_dtype_size(dtype), batch);
-        const lt_plan *p = lt_plan_get(h, t, dtype, M, N, K, batch, sa, sb, sc, al);
+        const lt_plan *p = lt_plan_get(h, t, dtype, M, N, K, batch, sa, sb, sc, al, bt);
         if (p) {
             cublasStatus_t lst = cublasLtMatmul(h->lt, p->op, &one, B, p->la, A, p->lb, &zero, C, p->lc, C, p->lc,
                                                 &p->algo, h->ws, GOPS_BLAS_WS, s);
@@ -207,10 +211,25 @@ extern "C" graft_status gops_gemm(gops_blas *h, int dtype, int64_t M, int64_t N,
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(err, st, "cublasSetStream");
     st = cublasSetWorkspace(h->h, h->ws, GOPS_BLAS_WS);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(err, st, "cublasSetWorkspace");
-    /* row-major C = A B is column-major C^T = B^T A^T */
-    st = cublasGemmStridedBatchedEx(h->h, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B, t, (int)N, sb, A,
-                                    t, (int)K, sa, &zero, C, t, (int)N, sc, (int)batch, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT);
+    /* row-major C = A B is column-major C^T = B^T A^T (bt: B^T is B's
+     * column-major K x N, transposed) */
+    st = cublasGemmStridedBatchedEx(h->h, bt ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B,
+                                    t, bt ? (int)K : (int)N, sb, A, t, (int)K, sa, &zero, C, t, (int)N, sc, (int)batch,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(err, st, "cublasGemmStridedBatchedEx");
     return GRAFT_OK;
+}
+
+extern "C" graft_status gops_gemm(gops_blas *h, int dtype, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa,
+                                  const void *B, int64_t sb, void *C, int64_t sc, int64_t batch, gcuda_stream s,
+                                  graft_error *err)
+{
+    return gemm_run(h, dtype, M, N, K, A, sa, B, sb, 0, C, sc, batch, s, err);
+}
+
+extern "C" graft_status gops_gemm_bt(gops_blas *h, int dtype, int64_t M, int64_t N, int64_t K, const void *A,
+                                     int64_t sa, const void *B, int64_t sb, void *C, int64_t sc, int64_t batch,
+                                     gcuda_stream s, graft_error *err)
+{
+    return gemm_run(h, dtype, M, N, K, A, sa, B, sb, 1, C, sc, batch, s, err);
 }

@@ -3,8 +3,7 @@
  * and masked attention. fp32 arithmetic whatever the storage type. */
 #include <math.h>
 
-#include "kernels/cuda/gcuda_common.cuh"
-#include "kernels/cuda/gcuda_ops.h"
+#include "kernels/cuda/gcuda_chain.cuh"
 
 /* ------------------------------------------------------------ indexing */
 
@@ -40,18 +39,6 @@ static graft_status go_check_shape(const gops_shape *sh, const char *fn, graft_e
 
 /* ------------------------------------------------------------ binary, where */
 
-__device__ __forceinline__ float go_bin_f(int op, float a, float b)
-{
-    switch (op) {
-    case GOPS_ADD: return a + b;
-    case GOPS_SUB: return a - b;
-    case GOPS_MUL: return a * b;
-    case GOPS_DIV: return a / b;
-    case GOPS_POW: return powf(a, b);
-    case GOPS_MAX: return isnan(a) || isnan(b) ? __int_as_float(0x7fc00000) : fmaxf(a, b);
-    default: return isnan(a) || isnan(b) ? __int_as_float(0x7fc00000) : fminf(a, b);
-    }
-}
 template <int OP> __device__ __forceinline__ float go_bin(float a, float b) { return go_bin_f(OP, a, b); }
 
 template <typename T, int OP>
@@ -126,29 +113,6 @@ extern "C" graft_status gops_where(int dtype, const gops_shape *sh, const uint8_
 
 /* ------------------------------------------------------------ unary, cast */
 
-__device__ __forceinline__ float go_un_f(int op, float x, float lo, float hi)
-{
-    switch (op) {
-    case GOPS_NEG: return -x;
-    case GOPS_SQRT: return sqrtf(x);
-    case GOPS_TANH: return tanhf(x);
-    case GOPS_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    /* both without the 1 + tanh / 1 + erf cancellation for negative x (the
-     * CPU kernels' forms): 0.5 x (1 + tanh u) = x / (1 + e^(-2u)), and
-     * 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2) */
-    case GOPS_GELU_ERF: return 0.5f * x * erfcf(x * -0.70710678118654752f);
-    case GOPS_GELU_TANH: {
-        float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-        return x / (1.0f + expf(-2.0f * u));
-    }
-    case GOPS_CLIP: return isnan(x) ? x : fminf(fmaxf(x, lo), hi);
-    case GOPS_RELU: return x > 0.0f ? x : 0.0f;
-    case GOPS_EXP: return expf(x);
-    case GOPS_ABS: return fabsf(x);
-    case GOPS_RECIPROCAL: return 1.0f / x;
-    default: return x;
-    }
-}
 template <int OP> __device__ __forceinline__ float go_un(float x, float lo, float hi) { return go_un_f(OP, x, lo, hi); }
 
 template <typename T, int OP>
@@ -294,54 +258,6 @@ extern "C" graft_status gops_reduce_last(int dtype, const void *x, void *y, int6
 
 /* ------------------------------------------------------------ fused elementwise chains */
 
-__device__ __forceinline__ float go_ld(const void *p, int dt, int64_t i)
-{
-    if (dt == GRAFT_DTYPE_FLOAT16) return __half2float(((const __half *)p)[i]);
-    if (dt == GRAFT_DTYPE_BFLOAT16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    return ((const float *)p)[i];
-}
-
-__device__ __forceinline__ float go_round(int dt, float v)
-{
-    if (dt == GRAFT_DTYPE_FLOAT16) return __half2float(__float2half_rn(v));
-    if (dt == GRAFT_DTYPE_BFLOAT16) return __bfloat162float(__float2bfloat16_rn(v));
-    return v;
-}
-
-__device__ __forceinline__ void go_st(void *p, int dt, int64_t i, float v)
-{
-    if (dt == GRAFT_DTYPE_FLOAT16) ((__half *)p)[i] = __float2half_rn(v);
-    else if (dt == GRAFT_DTYPE_BFLOAT16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
-    else ((float *)p)[i] = v;
-}
-
-/* The chain's instructions on r, the value at output element i (leaves
- * read through their broadcast strides), rounded after each to its type as
- * the unfused nodes store it. I: the index type (int when the output has
- * fewer than 2^31 elements: 32-bit division). */
-template <typename I> __device__ __forceinline__ float go_chain(const gops_fuse &f, float r, I i)
-{
-    I c[GOPS_MAX_RANK];
-    for (int d = f.rank - 1; d >= 0; d--) {
-        I n = (I)f.dims[d];
-        c[d] = i % n;
-        i /= n;
-    }
-    for (int k = 0; k < f.n_ins; k++) {
-        const gops_fuse_ins &in = f.ins[k];
-        if (in.kind == GOPS_FUSE_BINARY) {
-            I off = 0;
-            for (int d = 0; d < f.rank; d++) off += c[d] * (I)f.st[in.leaf][d];
-            float o = go_ld(f.leaf[in.leaf], f.leaf_dtype[in.leaf], off);
-            r = in.chain_b ? go_bin_f(in.op, o, r) : go_bin_f(in.op, r, o);
-        } else if (in.kind == GOPS_FUSE_UNARY) {
-            r = go_un_f(in.op, r, in.lo, in.hi);
-        }
-        r = go_round(in.dtype, r);
-    }
-    return r;
-}
-
 template <typename I> __global__ void go_fuse_kernel(gops_fuse f, I n)
 {
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
@@ -366,22 +282,7 @@ template <typename I> __global__ void __launch_bounds__(GO_FUSE_NORM_THREADS) go
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
     gc_pdl_trigger();
     __shared__ float scratch[32];
-    const int dim = (int)f.norm_dim;
-    const I row = (I)blockIdx.x * dim;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        float v = go_ld(f.leaf[0], f.leaf_dtype[0], row + i);
-        ss += v * v;
-    }
-    ss = gc_block_sum(ss, scratch);
-    float q = ss / (float)dim + f.eps;
-    float inv = f.leaf_dtype[0] == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q), sq = sqrtf(q);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        float v = go_ld(f.leaf[0], f.leaf_dtype[0], row + i);
-        float r = f.norm_div ? v / sq : v * inv * (f.gamma ? go_ld(f.gamma, f.leaf_dtype[0], i) : 1.0f);
-        r = go_round(f.norm_dtype, r);
-        go_st(f.y, f.y_dtype, row + i, go_chain<I>(f, r, row + i));
-    }
+    go_norm_chain_row<I, false>(f, (I)blockIdx.x * (I)f.norm_dim, scratch);
 }
 
 extern "C" graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_error *err)

@@ -23,6 +23,10 @@ typedef struct cx_val {
     bool sticky;     /* initializer or Constant output: valid across runs */
     bool is_init;    /* an initializer (the weights' upload progress counts it) */
     bool is_input;   /* graph input: set by set_input, not reset per run */
+    /* a constant MatMul weight [K, N] whose device copy holds its transpose
+     * [N, K], one output per row (cx_rows_plan); t keeps the logical shape */
+    bool rows;
+    signed char rows_ok; /* cx_rows_plan's scratch */
     struct cx_val *base; /* this value is a view (Reshape...) of base */
     /* A KV cache view (the generator's bind_kv): a 4-D [B, H, L, D] whose
      * device rows sit `pitch` rows apart per head (the cache's max_seq);
@@ -114,13 +118,16 @@ struct cx_node {
     int64_t *hscr;     /* host scratch (positions to upload) */
     size_t hcap;
     int fuse;          /* 1: a member of a fused chain before its tail (computes nothing); 2: the tail (runs it);
-                        * 3: an RMSNorm that only shapes its output (the RotaryEmbedding after it normalises) */
+                        * 3: an RMSNorm that only shapes its output (the RotaryEmbedding after it normalises);
+                        * 4: a chain's tail (or a lone RMSNorm) whose chain the MatMul before it (mt) runs in its
+                        * GEMV's launch when it can, mm_run telling it so */
     struct cx_node *rope_norm; /* RotaryEmbedding: the RMSNorm (fuse 3) it applies first (GRAFT_CUDA_FUSE_ROPE=1) */
     struct cx_fuse *fz; /* the tail's chain (runtime/cuda/fuse.c) */
     int mm;             /* sibling MatMuls: 1 the group's first (runs their GEMVs), 2 a later one */
     struct cx_mgroup *mg; /* the first's group */
     uint64_t mm_run;    /* run_no in which the first made this node's output */
     int pf_next;        /* GRAFT_CUDA_PREFETCH: 1 + the next weight MatMul's node index (0: none) */
+    struct cx_node *mt; /* MatMul: the node (fuse 4) whose chain its one-row GEMV runs as its epilogue */
 };
 
 struct cx_exec {
@@ -194,6 +201,9 @@ struct cx_exec {
     int64_t *amax_d, *amax_h; /* argmax: device result and its pinned copy */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
+    size_t n_rows;                  /* MatMul weights stored one output per row */
+    size_t n_tails;                 /* MatMuls whose GEMV runs the chain after it */
+    size_t rows_bytes;
     /* GRAFT_CUDA_PREFETCH=MB: after each weight MatMul of a decode step, a side
      * stream asks L2 for up to MB of the next one's weights (forked from and
      * joined back to the step's stream, so it is part of the CUDA graph) */
@@ -255,7 +265,18 @@ graft_status cx_fuse_skip(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_fuse_shape(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err);
+/* After the planning run: constant 2-D weights read only as a device
+ * MatMul's B are transposed in place on the device to [N, K] (cx_val.rows),
+ * so that a decode GEMV streams each output's row (gcuda_gemv_rows) and a
+ * prefill GEMM reads B transposed. GRAFT_CUDA_ROWS=0: kept as they are. */
+graft_status cx_rows_plan(cx_exec *x, graft_error *err);
 graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err);
+/* MatMul cn (mt set, weight stored [N, K], one row): the GEMV with mt's
+ * chain as its epilogue; y is cn's output, already made. 1 in *done when
+ * it ran, 0 when the shapes do not allow it (nothing launched). */
+graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val *y, int *done, graft_error *err);
+/* A fuse 4 node: nothing when its MatMul ran its chain this run, else the chain. */
+graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);
 /* GRAFT_CUDA_PREFETCH: after node cn ran, the next weights asked for on the
  * side stream; cx_prefetch_join joins it back at the end of a run. */

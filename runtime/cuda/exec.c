@@ -1122,6 +1122,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
             rc = cn->fuse == 1   ? cx_fuse_skip(x, cn, err)
                  : cn->fuse == 2 ? cx_fuse_run(x, cn, err)
                  : cn->fuse == 3 ? cx_fuse_shape(x, cn, err)
+                 : cn->fuse == 4 ? cx_tail_follow(x, cn, err)
                  : cn->mm == 1   ? cx_mm_run(x, cn, err)
                  : cn->mm == 2   ? cx_mm_follow(x, cn, err)
                                  : cn->dop->run(x, cn, err);
@@ -1193,6 +1194,8 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
         x->placed = true;
         fallback_report(x);
         cx_fuse_plan(x);
+        graft_status prc = cx_rows_plan(x, err);
+        if (prc != GRAFT_OK) return prc;
         if (x->up_shown >= 0) fputc('\n', stderr); /* the progress bar's line */
     }
     if (gprof && x->pstep[0]) cudaEventRecord(x->pstep[1], x->stream);
@@ -1565,10 +1568,19 @@ static graft_status cx_argmax(rt_backend *b, const char *name, int64_t *id, graf
 static const char *cx_describe(rt_backend *b)
 {
     cx_exec *x = (cx_exec *)b;
-    char fz[128] = "";
+    char fz[256] = "";
     if (x->n_chains || x->n_mm_groups)
         snprintf(fz, sizeof fz, "; %zu elementwise nodes fused into %zu kernels, %zu MatMuls into %zu", x->n_fused,
                  x->n_chains, x->n_mm_nodes, x->n_mm_groups);
+    if (x->n_tails) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu chains run by the GEMV before them", x->n_tails);
+    }
+    if (x->n_rows) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu MatMul weights (%.2f GB) stored [N, K]", x->n_rows,
+                 (double)x->rows_bytes / 1e9);
+    }
     if (!x->graphs) {
         snprintf(x->desc2, sizeof x->desc2, "%s%s; CUDA graphs %s", x->desc, fz,
                  x->graphs_off ? "off" : "unused so far");

@@ -253,6 +253,9 @@ graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
     const void *w[GCUDA_GEMV_MAX];
     void *y[GCUDA_GEMV_MAX];
     int64_t N[GCUDA_GEMV_MAX];
+    int nrows = 0;
+    for (int j = 0; j < g->n; j++) nrows += cx_in(g->m[j], 1)->rows;
+    if (nrows && nrows != g->n) return cn->dop->run(x, cn, err); /* mixed layouts: each its own */
     graft_status rc = cx_to_dev(x, a, err);
     if (rc != GRAFT_OK) return rc;
     for (int j = 0; j < g->n; j++) {
@@ -271,11 +274,74 @@ graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
         N[j] = b->t.dims[1];
         m->mm_run = x->run_no;
     }
+    if (nrows) return gcuda_gemv_rows_multi(a->t.dtype, a->d, w, y, N, g->n, K, (gcuda_stream)x->stream, err);
     size_t wsb = 0;
     if ((rc = gcuda_gemv_multi_plan(a->t.dtype, K, N, g->n, &wsb, err)) != GRAFT_OK) return rc;
     void *ws = wsb ? cx_workspace(x, cn, wsb, err) : NULL;
     if (wsb && !ws) return err->code;
     return gcuda_gemv_multi(a->t.dtype, a->d, w, y, N, g->n, K, ws, wsb, (gcuda_stream)x->stream, err);
+}
+
+graft_status cx_rows_plan(cx_exec *x, graft_error *err)
+{
+    const char *env = getenv("GRAFT_CUDA_ROWS");
+    if (env && !strcmp(env, "0")) return GRAFT_OK;
+    for (size_t v = 0; v < x->n_vals; v++) x->vals[v]->rows_ok = 0;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *cn = &x->nodes[i];
+        if (!weight_matmul(cn)) continue;
+        cx_val *b = cx_v(cn->n.in[1]);
+        if (b->on_dev && b->sticky && !b->base && b->dcap >= b->t.nbytes && b->t.nbytes && !b->rows &&
+            b->rows_ok == 0)
+            b->rows_ok = 1;
+    }
+    /* any other reader (as an A, or a node that is not a device MatMul,
+     * or a view) or a graph output keeps the layout */
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *cn = &x->nodes[i];
+        int wm = weight_matmul(cn);
+        for (int j = 0; j < cn->n.n_in; j++)
+            if (cn->n.in[j] && !(wm && j == 1)) cx_v(cn->n.in[j])->rows_ok = -1;
+    }
+    for (size_t i = 0; i < x->n_out; i++) x->vals[x->out_idx[i]]->rows_ok = -1;
+    for (size_t v = 0; v < x->n_vals; v++) {
+        cx_val *b = x->vals[v];
+        if (b->rows_ok != 1) continue;
+        int64_t K = b->t.dims[0], N = b->t.dims[1];
+        size_t es = rt_dtype_size(b->t.dtype);
+        void *nd = NULL;
+        if (cudaMalloc(&nd, b->dcap) != cudaSuccess) { /* no room for the copy: this one stays [K, N] */
+            (void)cudaGetLastError();
+            continue;
+        }
+        gops_shape sh = {0};
+        sh.rank = 2;
+        sh.dims[0] = N; /* out [n, k] = in [k, n] */
+        sh.dims[1] = K;
+        sh.st[0][0] = 1;
+        sh.st[0][1] = N;
+        sh.st[1][0] = K;
+        sh.st[1][1] = 1;
+        graft_status rc = gops_copy(es, &sh, b->d, nd, (gcuda_stream)x->stream, err);
+        if (rc != GRAFT_OK) {
+            cudaFree(nd);
+            return rc;
+        }
+        cudaError_t e = cudaStreamSynchronize(x->stream);
+        if (e != cudaSuccess) {
+            cudaFree(nd);
+            const cx_node *rd = NULL; /* the error names a MatMul that reads it */
+            for (size_t i = 0; i < x->n_nodes && !rd; i++)
+                if (x->nodes[i].n.n_in > 1 && x->nodes[i].n.in[1] == &b->t) rd = &x->nodes[i];
+            return rd ? cx_cuda_err(rd, err, e, "transposing its weight") : GRAFT_EIO;
+        }
+        cudaFree(b->d);
+        b->d = nd;
+        b->rows = true;
+        x->n_rows++;
+        x->rows_bytes += b->t.nbytes;
+    }
+    return GRAFT_OK;
 }
 
 /* A later node of a group: nothing to do when the first made its output. */
@@ -347,6 +413,8 @@ void cx_prefetch_join(cx_exec *x)
         cudaStreamWaitEvent(x->stream, x->pf_join, 0) != cudaSuccess)
         (void)cudaGetLastError();
 }
+
+static void plan_tails(cx_exec *x);
 
 void cx_fuse_plan(cx_exec *x)
 {
@@ -443,6 +511,7 @@ void cx_fuse_plan(cx_exec *x)
     free(n2skip);
     const char *fr = getenv("GRAFT_CUDA_FUSE_ROPE");
     if (fr && !strcmp(fr, "1")) plan_rope_norm(x);
+    plan_tails(x);
     plan_prefetch(x); /* after the groups: a group's first stands for it */
 }
 
@@ -458,7 +527,8 @@ graft_status cx_fuse_skip(cx_exec *x, cx_node *cn, graft_error *err)
     return GRAFT_OK;
 }
 
-graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err)
+/* The launch description of tail cn's chain; its output made. */
+static graft_status fuse_build(cx_exec *x, cx_node *cn, gops_fuse *gp, graft_error *err)
 {
     cx_fuse *f = cn->fz;
     gops_fuse g;
@@ -514,7 +584,103 @@ graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err)
     if (!y) return err->code ? err->code : GRAFT_EIO;
     g.y = y->d;
     g.y_dtype = ydt;
+    *gp = g;
+    return GRAFT_OK;
+}
+
+graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    gops_fuse g;
+    graft_status rc = fuse_build(x, cn, &g, err);
+    if (rc != GRAFT_OK) return rc;
     return gops_fused(&g, (gcuda_stream)x->stream, err);
+}
+
+graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val *y, int *done, graft_error *err)
+{
+    *done = 0;
+    cx_node *t = cn->mt;
+    int64_t K = b->t.dims[0], N = b->t.dims[1];
+    if ((int64_t)y->t.numel != N) return GRAFT_OK;
+    gops_fuse g;
+    graft_status rc = fuse_build(x, t, &g, err);
+    if (rc != GRAFT_OK) return rc;
+    int64_t numel = 1;
+    for (int d = 0; d < g.rank; d++) numel *= g.dims[d];
+    if (numel != N || (g.norm_dim && g.norm_dim != N)) return GRAFT_OK; /* broadcast past y: the chain runs alone */
+    unsigned *counter = NULL;
+    if (g.norm_dim && !(counter = cx_workspace(x, cn, sizeof *counter, err))) return err->code;
+    rc = gcuda_gemv_rows_tail(a->t.dtype, a->d, b->d, y->d, K, N, &g, counter, (gcuda_stream)x->stream, err);
+    if (rc != GRAFT_OK) return rc;
+    t->mm_run = x->run_no;
+    *done = 1;
+    return GRAFT_OK;
+}
+
+graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *v = cx_v(cn->n.out[0]);
+    if (cn->mm_run == x->run_no && v->t.present && v->on_dev) return GRAFT_OK;
+    return cx_fuse_run(x, cn, err);
+}
+
+/* GEMV tails: a weight MatMul (not grouped) whose output is read only by
+ * the head of a fused chain (an elementwise one, or one headed by an
+ * RMSNorm over that output), or by a lone RMSNorm, runs that chain in its
+ * GEMV's launch (gcuda_gemv_rows_tail) when its weight is stored [N, K]
+ * and the step has one row; the chain's tail (fuse 4) then has nothing to
+ * do. The chain's other operands must be computed before the MatMul.
+ * GRAFT_CUDA_FUSE_TAIL=0: off. */
+static int made_before(cx_exec *x, const rt_tensor *t, size_t i)
+{
+    cx_node *p = producer(x, t);
+    return !p || (size_t)(p - x->nodes) < i;
+}
+
+static void plan_tails(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_FUSE_TAIL");
+    if (e && !strcmp(e, "0")) return;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *m = &x->nodes[i];
+        if (m->mm || m->fuse || m->mt || !weight_matmul(m)) continue;
+        cx_val *o = cx_v(m->n.out[0]);
+        if (o->n_readers != 1) continue;
+        cx_node *h = &x->nodes[o->reader], *t = h;
+        if (h->fuse == 1) { /* a chain's head: its tail owns the chain */
+            while (t->fuse == 1) {
+                cx_val *v = cx_v(t->n.out[0]);
+                if (v->n_readers != 1) break;
+                t = &x->nodes[v->reader];
+            }
+            if (t->fuse != 2 || !t->fz || t->fz->m[0] != h || t->fz->norm == 2) continue;
+        } else if (h->fuse || !is_norm_head(h)) {
+            continue;
+        }
+        const cx_fuse *f = t->fz;
+        if (f ? f->leaf[0] != m->n.out[0] : h->n.in[0] != m->n.out[0]) continue;
+        int ok = 1;
+        if (f) {
+            for (int l = 1; l < f->n_leaf && ok; l++) ok = made_before(x, f->leaf[l], i);
+        } else {
+            ok = made_before(x, h->n.in[1], i);
+        }
+        if (!ok) continue;
+        if (!f) { /* a lone RMSNorm: a chain of its own, no instructions */
+            cx_fuse *fp = calloc(1, sizeof *fp);
+            if (!fp) continue;
+            fp->n = 1;
+            fp->m[0] = h;
+            fp->norm = 1;
+            fp->leaf[0] = h->n.in[0];
+            fp->leaf[1] = h->n.in[1];
+            fp->n_leaf = 2;
+            h->fz = fp;
+        }
+        t->fuse = 4;
+        m->mt = t;
+        x->n_tails++;
+    }
 }
 
 void cx_fuse_free(cx_node *cn)

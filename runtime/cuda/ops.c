@@ -296,6 +296,17 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, b, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, ro + 2, od, err);
     OUT_OR_FAIL(y);
+    if (b->rows) { /* a constant weight stored [N, K] (cx_rows_plan) */
+        if (nA * M == 1 && !getenv("GRAFT_CUDA_NO_GEMV")) {
+            if (cn->mt) { /* with the chain that reads y */
+                int done = 0;
+                graft_status rc = cx_tail_gemv(x, cn, a, b, y, &done, err);
+                if (rc != GRAFT_OK || done) return rc;
+            }
+            return gcuda_gemv_rows(a->t.dtype, a->d, b->d, y->d, K, N, STRM(x), err);
+        }
+        return gops_gemm_bt(x->blas, a->t.dtype, nA * M, N, K, a->d, 0, b->d, 0, y->d, 0, 1, STRM(x), err);
+    }
     if (nB == 1 && nA * M == 1 && !getenv("GRAFT_CUDA_NO_GEMV")) { /* one row: the bandwidth-bound GEMV */
         size_t wsb = 0;
         graft_status rc = gcuda_gemv_plan(a->t.dtype, K, N, &wsb, err);

@@ -402,6 +402,48 @@ static void test_gemv_multi(int dt, int K, std::vector<int64_t> Ns)
     release_all();
 }
 
+/* gcuda_gemv_rows[_multi|_tuned]: y = W[N, K] . x, the weight one output
+ * per row (the executor's transposed MatMul weights), against fp64; each
+ * matrix its own output; twice per geometry, outputs poisoned. */
+static void test_gemv_rows(int dt, int K, std::vector<int64_t> Ns)
+{
+    int n = (int)Ns.size();
+    auto x = rnd(dt, K);
+    void *dx = dupload(dt, x);
+    std::vector<std::vector<float>> w(n);
+    std::vector<const void *> dw(n);
+    std::vector<void *> dy(n);
+    std::vector<double> ref;
+    std::string shape = fmt("K%d N", K);
+    for (int j = 0; j < n; j++) {
+        w[j] = rnd(dt, (size_t)K * Ns[j]);
+        dw[j] = dupload(dt, w[j]);
+        dy[j] = dpoisoned(dt, Ns[j]);
+        shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
+        for (int64_t r = 0; r < Ns[j]; r++) {
+            double acc = 0.0;
+            for (int k = 0; k < K; k++) acc += (double)w[j][(size_t)r * K + k] * x[k];
+            ref.push_back(acc);
+        }
+    }
+    for (int unroll : {0, 4, 16}) /* 0: the default (8) */
+        for (int rep = 0; rep < 2; rep++) {
+            for (int j = 0; j < n; j++) CK(gcuda_fill_nan(dt, dy[j], Ns[j], NULL, &E));
+            if (n > 1 && unroll) continue;
+            if (n > 1) CK(gcuda_gemv_rows_multi(dt, dx, dw.data(), dy.data(), Ns.data(), n, K, NULL, &E));
+            else if (unroll) CK(gcuda_gemv_rows_tuned(dt, dx, dw[0], dy[0], K, Ns[0], unroll, NULL, &E));
+            else CK(gcuda_gemv_rows(dt, dx, dw[0], dy[0], K, Ns[0], NULL, &E));
+            std::vector<float> got;
+            for (int j = 0; j < n; j++) {
+                auto g = ddown(dt, dy[j], Ns[j]);
+                got.insert(got.end(), g.begin(), g.end());
+            }
+            check(unroll ? fmt("gemv rows, unroll %d", unroll).c_str() : n > 1 ? "gemv rows multi" : "gemv rows",
+                  shape + (rep ? " again" : ""), dt, got, ref);
+        }
+    release_all();
+}
+
 static void test_gemm(int dt, int M, int N, int K, int batch, bool shared_a)
 {
     int64_t sa = shared_a ? 0 : (int64_t)M * K, sb = (int64_t)K * N, sc = (int64_t)M * N;
@@ -416,19 +458,28 @@ static void test_gemm(int dt, int M, int N, int K, int batch, bool shared_a)
                 double *cr = &ref[(size_t)bi * sc + (size_t)m * N];
                 for (int n = 0; n < N; n++) cr[n] += av * br[n];
             }
+    /* B transposed (each batch entry N x K), for gops_gemm_bt */
+    std::vector<float> bt(b.size());
+    for (int bi = 0; bi < batch; bi++)
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++) bt[(size_t)bi * sb + (size_t)n * K + k] = b[(size_t)bi * sb + (size_t)k * N + n];
+    void *dbt = dupload(dt, bt);
     for (int lt = 1; lt >= 0; lt--) {
         if (lt) unsetenv("GRAFT_CUDA_NO_LT");
         else setenv("GRAFT_CUDA_NO_LT", "1", 1);
         gops_blas *h = NULL;
         CK(gops_blas_create(&h, &E));
-        for (int rep = 0; rep < 2; rep++) {
-            CK(gcuda_fill_nan(dt, dc, ref.size(), NULL, &E));
-            CK(gops_gemm(h, dt, M, N, K, da, sa, db, sb, dc, sc, batch, NULL, &E));
-            auto got = ddown(dt, dc, ref.size());
-            check(lt ? "gemm (cuBLASLt)" : "gemm (cuBLAS)",
-                  fmt("M%d N%d K%d batch %d%s%s", M, N, K, batch, shared_a ? " A shared" : "", rep ? " again" : ""),
-                  dt, got, ref);
-        }
+        for (int t = 0; t < 2; t++)
+            for (int rep = 0; rep < 2; rep++) {
+                CK(gcuda_fill_nan(dt, dc, ref.size(), NULL, &E));
+                if (t) CK(gops_gemm_bt(h, dt, M, N, K, da, sa, dbt, sb, dc, sc, batch, NULL, &E));
+                else CK(gops_gemm(h, dt, M, N, K, da, sa, db, sb, dc, sc, batch, NULL, &E));
+                auto got = ddown(dt, dc, ref.size());
+                check(fmt("gemm%s (%s)", t ? " B transposed" : "", lt ? "cuBLASLt" : "cuBLAS").c_str(),
+                      fmt("M%d N%d K%d batch %d%s%s", M, N, K, batch, shared_a ? " A shared" : "",
+                          rep ? " again" : ""),
+                      dt, got, ref);
+            }
         gops_blas_free(h);
     }
     unsetenv("GRAFT_CUDA_NO_LT");
@@ -838,6 +889,86 @@ static void test_fused(int dt, int rows, int dim)
     }
 }
 
+/* gcuda_gemv_rows_tail: the GEMV (W [N, K]) with the chain that reads its
+ * output in the same launch, against the product in fp64 rounded to the
+ * dtype and the chain evaluated here op by op (as test_fused): gelu(y) *
+ * b per element; RMSNorm(y) * gamma -> r + . -> . * s over the whole
+ * output, run by the last block (twice: its counter resets). y itself is
+ * checked too. */
+static void test_gemv_tail(int dt, int K, int N)
+{
+    auto x = rnd(dt, K), w = rnd(dt, (size_t)K * N, -0.1f, 0.1f);
+    void *dx = dupload(dt, x), *dw = dupload(dt, w), *dy = dpoisoned(dt, N);
+    std::vector<float> y(N);
+    std::vector<double> yref(N);
+    for (int r = 0; r < N; r++) {
+        double acc = 0.0;
+        for (int k = 0; k < K; k++) acc += (double)w[(size_t)r * K + k] * x[k];
+        yref[r] = acc;
+        y[r] = round_to(dt, (float)acc);
+    }
+    unsigned *counter = (unsigned *)dalloc(sizeof(unsigned));
+    CK(gcuda_memset(counter, 0, sizeof(unsigned), NULL, &E));
+    gops_fuse f;
+    auto base = [&](int n_ins) {
+        memset(&f, 0, sizeof f);
+        f.rank = 3;
+        f.dims[0] = 1, f.dims[1] = 1, f.dims[2] = N;
+        f.y_dtype = dt;
+        f.n_ins = n_ins;
+        f.leaf[0] = dy, f.leaf_dtype[0] = dt, f.st[0][2] = 1;
+        f.n_leaf = 1;
+    };
+    auto leaf = [&](const std::vector<float> &v, bool scalar) {
+        int l = f.n_leaf++;
+        f.leaf[l] = dupload(dt, v);
+        f.leaf_dtype[l] = dt;
+        f.st[l][2] = scalar ? 0 : 1;
+        return l;
+    };
+    std::vector<double> ref(N);
+    { /* gelu(y) * b */
+        auto b = rnd(dt, N, -2, 2);
+        base(2);
+        int lb = leaf(b, false);
+        f.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, lb, 0, dt, 0, 0};
+        for (int r = 0; r < N; r++) ref[r] = round_to(dt, round_to(dt, (float)gelu_tanh_ref(y[r])) * b[r]);
+        for (int rep = 0; rep < 2; rep++) {
+            f.y = dpoisoned(dt, N);
+            CK(gcuda_fill_nan(dt, dy, N, NULL, &E));
+            CK(gcuda_gemv_rows_tail(dt, dx, dw, dy, K, N, &f, NULL, NULL, &E));
+            check("gemv rows + gelu*mul: y", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, ddown(dt, dy, N), yref);
+            check("gemv rows + gelu*mul", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, ddown(dt, f.y, N), ref);
+        }
+    }
+    { /* RMSNorm(y) * gamma, then r + ., then . * s */
+        auto g = rnd(dt, N, 0.5f, 1.5f), rr = rnd(dt, N), sc = rnd(dt, 1, 0.5f, 2.0f);
+        base(2);
+        int lg = leaf(g, false), lr = leaf(rr, false), ls = leaf(sc, true);
+        f.norm_dim = N, f.gamma = f.leaf[lg], f.eps = 1e-6f, f.norm_dtype = dt;
+        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, lr, 1, dt, 0, 0};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, ls, 0, dt, 0, 0};
+        double ss = 0;
+        for (int r = 0; r < N; r++) ss += (double)y[r] * y[r];
+        double inv = 1.0 / std::sqrt(ss / N + 1e-6);
+        for (int r = 0; r < N; r++) {
+            float nv = round_to(dt, (float)(y[r] * inv * g[r]));
+            ref[r] = round_to(dt, round_to(dt, rr[r] + nv) * sc[0]);
+        }
+        for (int rep = 0; rep < 2; rep++) {
+            f.y = dpoisoned(dt, N);
+            CK(gcuda_fill_nan(dt, dy, N, NULL, &E));
+            CK(gcuda_gemv_rows_tail(dt, dx, dw, dy, K, N, &f, counter, NULL, &E));
+            check("gemv rows + rmsnorm+add*scalar: y", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt,
+                  ddown(dt, dy, N), yref);
+            check("gemv rows + rmsnorm+add*scalar", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt,
+                  ddown(dt, f.y, N), ref);
+        }
+    }
+    release_all();
+}
+
 /* gops_argmax against the host's greedy loop (best = 0; x[i] > x[best]
  * moves it) on the values as stored: ties (many, in 16-bit types), all
  * equal, -inf everywhere, NaN at 0 and elsewhere, the maximum last. Exact:
@@ -1051,25 +1182,22 @@ static void bench(void)
             });
             double ggbs = bytes / (gus * 1e-6) / 1e9;
             rows.push_back({"gemv in a graph", fmt("K%d N%d", K, N), dt, gus, ggbs, ggbs / copy_gbs});
-            /* the geometry sweep: the best of the knobs against the default */
-            gcuda_gemv_tune best = {4, 4, 256};
-            double best_us = us;
-            for (int un : {4, 8, 16})
-                for (int bps : {2, 4, 8, 16})
-                    for (int mr : {64, 128, 256, 512}) {
-                        gcuda_gemv_tune tn = {un, bps, mr};
-                        size_t wst;
-                        CK(gcuda_gemv_tuned_plan(dt, K, N, &tn, &wst, &E));
-                        void *ws2 = wst ? dalloc(wst) : NULL;
-                        if (wst) CK(gcuda_memset(ws2, 0, wst, NULL, &E));
-                        double t = time_us([&](int i) {
-                            CK(gcuda_gemv_tuned(dt, x, W[i % copies], y, K, N, ws2, wst, &tn, NULL, &E));
-                        });
-                        if (t < best_us) best_us = t, best = tn;
-                    }
-            double bgbs = bytes / (best_us * 1e-6) / 1e9;
-            rows.push_back({"gemv best {unroll,bps,rows}", fmt("K%d N%d {%d,%d,%d}", K, N, best.unroll,
-                            best.blocks_per_sm, best.min_rows), dt, best_us, bgbs, bgbs / copy_gbs});
+            /* the same product with the weight stored [N, K] (the executor's
+             * layout for constant MatMul weights): each output's row streamed */
+            for (int un : {8, 4, 16}) {
+                double rus = time_us([&](int i) {
+                    CK(gcuda_gemv_rows_tuned(dt, x, W[i % copies], y, K, N, un, NULL, &E));
+                });
+                double rgbs = bytes / (rus * 1e-6) / 1e9;
+                rows.push_back({fmt("gemv rows, unroll %d", un), fmt("K%d N%d", K, N), dt, rus, rgbs,
+                                rgbs / copy_gbs});
+                if (un != 8) continue;
+                double rgus = graph_us([&](int i, gcuda_stream st) {
+                    CK(gcuda_gemv_rows(dt, x, W[i % copies], y, K, N, st, &E));
+                });
+                double rggbs = bytes / (rgus * 1e-6) / 1e9;
+                rows.push_back({"gemv rows in a graph", fmt("K%d N%d", K, N), dt, rgus, rggbs, rggbs / copy_gbs});
+            }
             release_all();
         }
     }
@@ -1255,6 +1383,19 @@ int main(int argc, char **argv)
         test_gemv_multi(dt, 1536, {2048, 256, 256});
         test_gemv_multi(dt, 640, {1000, 36});
         test_gemv_multi(dt, 1536, {6144, 6144});
+        test_gemv_rows(dt, 64, {64});
+        test_gemv_rows(dt, 1536, {2048});
+        test_gemv_rows(dt, 1001, {1003}); /* rows not 16-byte aligned: the scalar kernel */
+        test_gemv_rows(dt, 256, {1536});
+        test_gemv_rows(dt, 6144, {1536});
+        test_gemv_rows(dt, 12288, {200});
+        test_gemv_rows(dt, 40, {7});
+        test_gemv_rows(dt, 1536, {2048, 256, 256});
+        test_gemv_rows(dt, 640, {1000, 36});
+        test_gemv_tail(dt, 1536, 1536);
+        test_gemv_tail(dt, 6144, 1536);
+        test_gemv_tail(dt, 256, 1536);
+        test_gemv_tail(dt, 1001, 300); /* the scalar kernel */
         if (!quick) {
             test_gemv(dt, 1536, 8960);
             test_gemv(dt, 8960, 1536);

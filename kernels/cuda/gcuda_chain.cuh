@@ -1,0 +1,130 @@
+/* Device arithmetic shared by the generic ops (ops.cu) and the kernels
+ * that run a fused elementwise chain as their epilogue (gemv_rows.cu):
+ * binary and unary ops by code, loads and stores by dtype, the chain
+ * interpreter (gops_fuse, gcuda_ops.h) and its RMSNorm-headed row. */
+#ifndef GRAFT_KERNELS_CUDA_GCUDA_CHAIN_CUH
+#define GRAFT_KERNELS_CUDA_GCUDA_CHAIN_CUH
+
+#include <math.h>
+
+#include "kernels/cuda/gcuda_common.cuh"
+#include "kernels/cuda/gcuda_ops.h"
+
+__device__ __forceinline__ float go_bin_f(int op, float a, float b)
+{
+    switch (op) {
+    case GOPS_ADD: return a + b;
+    case GOPS_SUB: return a - b;
+    case GOPS_MUL: return a * b;
+    case GOPS_DIV: return a / b;
+    case GOPS_POW: return powf(a, b);
+    case GOPS_MAX: return isnan(a) || isnan(b) ? __int_as_float(0x7fc00000) : fmaxf(a, b);
+    default: return isnan(a) || isnan(b) ? __int_as_float(0x7fc00000) : fminf(a, b);
+    }
+}
+
+__device__ __forceinline__ float go_un_f(int op, float x, float lo, float hi)
+{
+    switch (op) {
+    case GOPS_NEG: return -x;
+    case GOPS_SQRT: return sqrtf(x);
+    case GOPS_TANH: return tanhf(x);
+    case GOPS_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    /* both without the 1 + tanh / 1 + erf cancellation for negative x (the
+     * CPU kernels' forms): 0.5 x (1 + tanh u) = x / (1 + e^(-2u)), and
+     * 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2) */
+    case GOPS_GELU_ERF: return 0.5f * x * erfcf(x * -0.70710678118654752f);
+    case GOPS_GELU_TANH: {
+        float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+        return x / (1.0f + expf(-2.0f * u));
+    }
+    case GOPS_CLIP: return isnan(x) ? x : fminf(fmaxf(x, lo), hi);
+    case GOPS_RELU: return x > 0.0f ? x : 0.0f;
+    case GOPS_EXP: return expf(x);
+    case GOPS_ABS: return fabsf(x);
+    case GOPS_RECIPROCAL: return 1.0f / x;
+    default: return x;
+    }
+}
+
+/* CG: through L2 only (a value other blocks of this grid wrote) */
+template <bool CG = false> __device__ __forceinline__ float go_ld(const void *p, int dt, int64_t i)
+{
+    if (CG) {
+        if (dt == GRAFT_DTYPE_FLOAT16)
+            return __half2float(__ushort_as_half(__ldcg((const unsigned short *)p + i)));
+        if (dt == GRAFT_DTYPE_BFLOAT16)
+            return __bfloat162float(__ushort_as_bfloat16(__ldcg((const unsigned short *)p + i)));
+        return __ldcg((const float *)p + i);
+    }
+    if (dt == GRAFT_DTYPE_FLOAT16) return __half2float(((const __half *)p)[i]);
+    if (dt == GRAFT_DTYPE_BFLOAT16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+__device__ __forceinline__ float go_round(int dt, float v)
+{
+    if (dt == GRAFT_DTYPE_FLOAT16) return __half2float(__float2half_rn(v));
+    if (dt == GRAFT_DTYPE_BFLOAT16) return __bfloat162float(__float2bfloat16_rn(v));
+    return v;
+}
+
+__device__ __forceinline__ void go_st(void *p, int dt, int64_t i, float v)
+{
+    if (dt == GRAFT_DTYPE_FLOAT16) ((__half *)p)[i] = __float2half_rn(v);
+    else if (dt == GRAFT_DTYPE_BFLOAT16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+    else ((float *)p)[i] = v;
+}
+
+/* The chain's instructions on r, the value at output element i (leaves
+ * read through their broadcast strides), rounded after each to its type as
+ * the unfused nodes store it. I: the index type (int when the output has
+ * fewer than 2^31 elements: 32-bit division). */
+template <typename I> __device__ __forceinline__ float go_chain(const gops_fuse &f, float r, I i)
+{
+    I c[GOPS_MAX_RANK];
+    for (int d = f.rank - 1; d >= 0; d--) {
+        I n = (I)f.dims[d];
+        c[d] = i % n;
+        i /= n;
+    }
+    for (int k = 0; k < f.n_ins; k++) {
+        const gops_fuse_ins &in = f.ins[k];
+        if (in.kind == GOPS_FUSE_BINARY) {
+            I off = 0;
+            for (int d = 0; d < f.rank; d++) off += c[d] * (I)f.st[in.leaf][d];
+            float o = go_ld(f.leaf[in.leaf], f.leaf_dtype[in.leaf], off);
+            r = in.chain_b ? go_bin_f(in.op, o, r) : go_bin_f(in.op, r, o);
+        } else if (in.kind == GOPS_FUSE_UNARY) {
+            r = go_un_f(in.op, r, in.lo, in.hi);
+        }
+        r = go_round(in.dtype, r);
+    }
+    return r;
+}
+
+/* One row of an RMSNorm-headed chain: leaf 0's elements [row, row +
+ * norm_dim) summed in squares by the block, then each normalised, scaled,
+ * rounded to norm_dtype and sent through the chain into f.y. CG: leaf 0
+ * was written by other blocks of this grid (read past L1). */
+template <typename I, bool CG>
+__device__ __forceinline__ void go_norm_chain_row(const gops_fuse &f, I row, float *scratch)
+{
+    const int dim = (int)f.norm_dim;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = go_ld<CG>(f.leaf[0], f.leaf_dtype[0], row + i);
+        ss += v * v;
+    }
+    ss = gc_block_sum(ss, scratch);
+    float q = ss / (float)dim + f.eps;
+    float inv = f.leaf_dtype[0] == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q), sq = sqrtf(q);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = go_ld<CG>(f.leaf[0], f.leaf_dtype[0], row + i);
+        float r = f.norm_div ? v / sq : v * inv * (f.gamma ? go_ld(f.gamma, f.leaf_dtype[0], i) : 1.0f);
+        r = go_round(f.norm_dtype, r);
+        go_st(f.y, f.y_dtype, row + i, go_chain<I>(f, r, row + i));
+    }
+}
+
+#endif

@@ -1,0 +1,258 @@
+/* Decode GEMV over weights stored one output per row: y[N] = W[N, K] . x[K]
+ * (the executor keeps a MatMul's constant [K, N] weight transposed so,
+ * runtime/cuda/exec.c; MatMulNBits and Linear layers store theirs so too).
+ *
+ * Each output row is read from start to end by TPR threads, 16 bytes a
+ * load, U loads in flight per thread: a warp streams 512 contiguous bytes a
+ * load and the whole matrix is a sequential read, with no split-K partials
+ * and no second pass. The first U loads are issued before waiting for the
+ * kernel that writes x (a programmatic dependent launch, sm_90; weights do
+ * not depend on it), so the weights are in flight while that kernel ends.
+ * Sums are fp32, reduced across the row's threads by shuffles (and shared
+ * memory past a warp) in a fixed order: deterministic. Up to
+ * GCUDA_GEMV_MAX matrices that read one x go in one launch, their rows
+ * side by side. A single matrix may carry the elementwise chain that reads
+ * its output (gcuda_gemv_rows_tail): per output element (EPI 1), or, for
+ * a chain headed by an RMSNorm over the whole output, run by the last
+ * block to finish (EPI 2: an atomic counter, reset by that block). */
+#include "kernels/cuda/gcuda_chain.cuh"
+
+#define ROWS_THREADS 256
+
+typedef struct rows_set {
+    const void *W[GCUDA_GEMV_MAX];
+    void *y[GCUDA_GEMV_MAX];
+    int row0[GCUDA_GEMV_MAX]; /* first row of matrix j in the launch */
+    int n, rows;
+} rows_set;
+
+/* A 16-byte load that skips L1 (each weight byte is read once). */
+__device__ __forceinline__ uint4 rows_ld(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+template <typename T, int TPR, int U, bool VEC, int EPI>
+__global__ void __launch_bounds__(ROWS_THREADS)
+    gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
+{
+    constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
+    const int r = (int)blockIdx.x * RPB + (int)threadIdx.x / TPR, lane = (int)threadIdx.x % TPR;
+    const bool live = r < set.rows;
+    /* this row's matrix, by constant indexes (the parameters stay in
+     * constant memory: no local copy) */
+    const void *wb = set.W[0];
+    void *yb = set.y[0];
+    int r0 = 0;
+#pragma unroll
+    for (int q = 1; q < GCUDA_GEMV_MAX; q++)
+        if (q < set.n && r >= set.row0[q]) {
+            wb = set.W[q];
+            yb = set.y[q];
+            r0 = set.row0[q];
+        }
+    const T *__restrict__ w = (const T *)wb + (size_t)(live ? r - r0 : 0) * K;
+    float acc = 0.0f;
+    if constexpr (VEC) {
+        const int C = K / V; /* 16-byte chunks in a row */
+        const uint4 *wp = reinterpret_cast<const uint4 *>(w), *xp = reinterpret_cast<const uint4 *>(x);
+        uint4 wv[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int c = lane + u * TPR;
+            if (live && c < C) wv[u] = rows_ld(wp + c);
+        }
+        gc_pdl_wait(); /* x is the kernel before's output */
+        gc_pdl_trigger();
+        for (int c0 = 0;;) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int c = c0 + lane + u * TPR;
+                if (live && c < C) {
+                    float wf[V], xf[V];
+                    gc_unpack<T>(wv[u], wf);
+                    gc_unpack<T>(__ldg(xp + c), xf);
+#pragma unroll
+                    for (int i = 0; i < V; i++) acc = fmaf(wf[i], xf[i], acc);
+                }
+            }
+            c0 += U * TPR;
+            if (c0 >= C) break;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int c = c0 + lane + u * TPR;
+                if (live && c < C) wv[u] = rows_ld(wp + c);
+            }
+        }
+    } else {
+        gc_pdl_wait();
+        gc_pdl_trigger();
+        if (live)
+            for (int k = lane; k < K; k += TPR) acc = fmaf(gc_f(w[k]), gc_f(x[k]), acc);
+    }
+    /* the row's TPR partial sums, in a fixed order */
+    if constexpr (TPR <= 32) {
+#pragma unroll
+        for (int o = TPR / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    } else {
+        __shared__ float red[ROWS_THREADS / 32];
+        acc = gc_warp_sum(acc);
+        if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;
+        __syncthreads();
+        if (lane == 0) {
+            acc = 0.0f;
+#pragma unroll
+            for (int i = 0; i < TPR / 32; i++) acc += red[(threadIdx.x >> 5) + i];
+        }
+    }
+    if (lane == 0 && live) {
+        T yv = gc_to<T>(acc);
+        ((T *)yb)[r - r0] = yv;
+        if constexpr (EPI == 1) go_st(tail.y, tail.y_dtype, r, go_chain<int>(tail, gc_f(yv), r));
+    }
+    if constexpr (EPI == 2) {
+        __shared__ bool last;
+        __shared__ float scratch[32];
+        __threadfence(); /* this block's outputs, before it is counted */
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        go_norm_chain_row<int, true>(tail, 0, scratch);
+        if (threadIdx.x == 0) *counter = 0;
+    }
+}
+
+/* Threads per row: the fewest (32 up to 256) that hold a row in U loads
+ * each, then more while the launch has under two blocks per SM. */
+static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
+{
+    int tpr = 32;
+    while (tpr < ROWS_THREADS && chunks > (int64_t)tpr * U) tpr *= 2;
+    while (tpr < ROWS_THREADS && (rows * tpr * 2 + ROWS_THREADS - 1) / ROWS_THREADS < 2 * sms) tpr *= 2;
+    return tpr;
+}
+
+template <typename T, int U, int EPI>
+static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, const T *x, const rows_set &set, int K,
+                                   const gops_fuse &tail, unsigned *counter)
+{
+    switch (tpr) {
+    case 32: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 32, U, true, EPI>, x, set, K, tail, counter);
+    case 64: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 64, U, true, EPI>, x, set, K, tail, counter);
+    case 128: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 128, U, true, EPI>, x, set, K, tail, counter);
+    default: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 256, U, true, EPI>, x, set, K, tail, counter);
+    }
+}
+
+static graft_status rows_run(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N, int n,
+                             int64_t K, int unroll, const gops_fuse *tail, unsigned *counter, gcuda_stream s,
+                             graft_error *err)
+{
+    size_t es = gcuda_dtype_size(dtype);
+    if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: dtype %d not supported", dtype);
+    if (n < 1 || n > GCUDA_GEMV_MAX) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: %d matrices", n);
+    if (unroll != 4 && unroll != 8 && unroll != 16)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d (4, 8 or 16)", unroll);
+    if (K <= 0 || K > 0x7fffffff) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: K %lld", (long long)K);
+    rows_set set = {};
+    set.n = n;
+    int64_t rows = 0;
+    bool vec = (K * (int64_t)es) % 16 == 0 && (uintptr_t)x % 16 == 0;
+    for (int j = 0; j < n; j++) {
+        if (N[j] <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: N %lld", (long long)N[j]);
+        set.W[j] = w[j];
+        set.y[j] = y[j];
+        set.row0[j] = (int)rows;
+        rows += N[j];
+        if (rows > 0x7fffffff) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: %lld rows", (long long)rows);
+        vec = vec && (uintptr_t)w[j] % 16 == 0;
+    }
+    set.rows = (int)rows;
+    int epi = 0;
+    gops_fuse none;
+    if (tail) {
+        int64_t numel = 1;
+        for (int d = 0; d < tail->rank; d++) numel *= tail->dims[d];
+        bool ok = n == 1 && numel == rows && tail->n_ins >= 0 && tail->n_ins <= GOPS_FUSE_MAX &&
+                  tail->rank <= GOPS_MAX_RANK && (tail->norm_dim == 0 || (tail->norm_dim == rows && counter));
+        for (int k = 0; ok && k < tail->n_ins; k++)
+            ok = tail->ins[k].kind != GOPS_FUSE_BINARY || (tail->ins[k].leaf >= 0 && tail->ins[k].leaf < tail->n_leaf);
+        if (!ok)
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: a chain over %lld elements (norm %lld) "
+                              "after %d matrices of %lld rows", (long long)numel, (long long)tail->norm_dim, n,
+                              (long long)rows);
+        epi = tail->norm_dim ? 2 : 1;
+    } else {
+        memset(&none, 0, sizeof none);
+    }
+    const gops_fuse &tf = tail ? *tail : none;
+    int sms;
+    graft_status st = gcuda_sm_count(&sms, err);
+    if (st) return st;
+    int tpr = vec ? rows_tpr(K * (int64_t)es / 16, rows, unroll, sms) : ROWS_THREADS;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)((rows * tpr + ROWS_THREADS - 1) / ROWS_THREADS));
+    cfg.blockDim = dim3(ROWS_THREADS);
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = gcuda_pdl_mode() >= 1 ? 1 : 0; /* GRAFT_CUDA_PDL=0: a plain launch */
+    const int Ki = (int)K;
+    cudaError_t e = cudaSuccess;
+#define ROWS_EPI(EPI)                                                                                           \
+    do {                                                                                                       \
+        if (!vec)                                                                                              \
+            e = cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, ROWS_THREADS, 1, false, EPI>, xt, set, Ki, tf,    \
+                                   counter);                                                                   \
+        else if (unroll == 4)                                                                                  \
+            e = rows_launch_vec<T, 4, EPI>(tpr, &cfg, xt, set, Ki, tf, counter);                               \
+        else if (unroll == 16)                                                                                 \
+            e = rows_launch_vec<T, 16, EPI>(tpr, &cfg, xt, set, Ki, tf, counter);                              \
+        else                                                                                                   \
+            e = rows_launch_vec<T, 8, EPI>(tpr, &cfg, xt, set, Ki, tf, counter);                               \
+    } while (0)
+    GCUDA_DISPATCH(dtype, "gcuda_gemv_rows", {
+        const T *xt = (const T *)x;
+        if (epi == 0) ROWS_EPI(0);
+        else if (epi == 1 && unroll == 8) ROWS_EPI(1);
+        else if (unroll == 8) ROWS_EPI(2);
+        else return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: unroll %d", unroll);
+    });
+#undef ROWS_EPI
+    if (e != cudaSuccess) return gcuda_fail(err, e, "launch gemv_rows_kernel", __FILE__, __LINE__);
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gcuda_gemv_rows(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
+                                        gcuda_stream s, graft_error *err)
+{
+    return rows_run(dtype, x, &w, &y, &N, 1, K, 8, NULL, NULL, s, err);
+}
+
+extern "C" graft_status gcuda_gemv_rows_multi(int dtype, const void *x, const void *const *w, void *const *y,
+                                              const int64_t *N, int n, int64_t K, gcuda_stream s, graft_error *err)
+{
+    return rows_run(dtype, x, w, y, N, n, K, 8, NULL, NULL, s, err);
+}
+
+extern "C" graft_status gcuda_gemv_rows_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
+                                              int unroll, gcuda_stream s, graft_error *err)
+{
+    return rows_run(dtype, x, &w, &y, &N, 1, K, unroll, NULL, NULL, s, err);
+}
+
+extern "C" graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
+                                             const gops_fuse *tail, unsigned *counter, gcuda_stream s,
+                                             graft_error *err)
+{
+    if (!tail) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: no chain");
+    return rows_run(dtype, x, &w, &y, &N, 1, K, 8, tail, counter, s, err);
+}
