@@ -109,6 +109,11 @@ graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_error *err);
  * `counter` (device, zero before the first call; reset by each call). */
 graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
                                   const gops_fuse *tail, unsigned *counter, gcuda_stream s, graft_error *err);
+/* Two matrices [N, K] of one x (gate and up) and the per-element chain
+ * that reads y0 as leaf 0 and may read y1 (gelu(gate) * up), in one
+ * launch: each output index's two rows read by the same threads. */
+graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0, const void *w1, void *y0, void *y1,
+                                       int64_t K, int64_t N, const gops_fuse *tail, gcuda_stream s, graft_error *err);
 
 /* *out (device) = the index of the largest of x[0..n), the lowest index on
  * a tie, as the host's greedy pick (best = 0; x[i] > x[best] moves it):

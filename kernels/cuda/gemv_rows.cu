@@ -48,23 +48,27 @@ __global__ void __launch_bounds__(ROWS_THREADS)
     const void *wb = set.W[0];
     void *yb = set.y[0];
     int r0 = 0;
+    if constexpr (EPI != 3)
 #pragma unroll
-    for (int q = 1; q < GCUDA_GEMV_MAX; q++)
-        if (q < set.n && r >= set.row0[q]) {
-            wb = set.W[q];
-            yb = set.y[q];
-            r0 = set.row0[q];
-        }
+        for (int q = 1; q < GCUDA_GEMV_MAX; q++)
+            if (q < set.n && r >= set.row0[q]) {
+                wb = set.W[q];
+                yb = set.y[q];
+                r0 = set.row0[q];
+            }
     const T *__restrict__ w = (const T *)wb + (size_t)(live ? r - r0 : 0) * K;
-    float acc = 0.0f;
+    /* EPI 3 (a pair): row r of the second matrix too, its chunks after the first's */
+    const T *__restrict__ w2 = EPI == 3 ? (const T *)set.W[1] + (size_t)(live ? r : 0) * K : w;
+    float acc = 0.0f, acc2 = 0.0f;
     if constexpr (VEC) {
-        const int C = K / V; /* 16-byte chunks in a row */
+        const int C = K / V, CT = EPI == 3 ? 2 * C : C; /* 16-byte chunks in a row (rows) */
         const uint4 *wp = reinterpret_cast<const uint4 *>(w), *xp = reinterpret_cast<const uint4 *>(x);
+        const uint4 *wp2 = reinterpret_cast<const uint4 *>(w2) - C;
         uint4 wv[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int c = lane + u * TPR;
-            if (live && c < C) wv[u] = rows_ld(wp + c);
+            if (live && c < CT) wv[u] = rows_ld(EPI == 3 && c >= C ? wp2 + c : wp + c);
         }
         gc_pdl_wait(); /* x is the kernel before's output */
         gc_pdl_trigger();
@@ -72,47 +76,58 @@ __global__ void __launch_bounds__(ROWS_THREADS)
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 int c = c0 + lane + u * TPR;
-                if (live && c < C) {
-                    float wf[V], xf[V];
+                if (live && c < CT) {
+                    const bool second = EPI == 3 && c >= C;
+                    float wf[V], xf[V], a = second ? acc2 : acc;
                     gc_unpack<T>(wv[u], wf);
-                    gc_unpack<T>(__ldg(xp + c), xf);
+                    gc_unpack<T>(__ldg(xp + (second ? c - C : c)), xf);
 #pragma unroll
-                    for (int i = 0; i < V; i++) acc = fmaf(wf[i], xf[i], acc);
+                    for (int i = 0; i < V; i++) a = fmaf(wf[i], xf[i], a);
+                    if (second) acc2 = a;
+                    else acc = a;
                 }
             }
             c0 += U * TPR;
-            if (c0 >= C) break;
+            if (c0 >= CT) break;
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 int c = c0 + lane + u * TPR;
-                if (live && c < C) wv[u] = rows_ld(wp + c);
+                if (live && c < CT) wv[u] = rows_ld(EPI == 3 && c >= C ? wp2 + c : wp + c);
             }
         }
     } else {
         gc_pdl_wait();
         gc_pdl_trigger();
         if (live)
-            for (int k = lane; k < K; k += TPR) acc = fmaf(gc_f(w[k]), gc_f(x[k]), acc);
+            for (int k = lane; k < K; k += TPR) {
+                acc = fmaf(gc_f(w[k]), gc_f(x[k]), acc);
+                if constexpr (EPI == 3) acc2 = fmaf(gc_f(w2[k]), gc_f(x[k]), acc2);
+            }
     }
     /* the row's TPR partial sums, in a fixed order */
     if constexpr (TPR <= 32) {
 #pragma unroll
-        for (int o = TPR / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        for (int o = TPR / 2; o > 0; o >>= 1) {
+            acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if constexpr (EPI == 3) acc2 += __shfl_xor_sync(0xffffffffu, acc2, o);
+        }
     } else {
-        __shared__ float red[ROWS_THREADS / 32];
+        __shared__ float red[2][ROWS_THREADS / 32];
         acc = gc_warp_sum(acc);
-        if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;
+        if constexpr (EPI == 3) acc2 = gc_warp_sum(acc2);
+        if ((threadIdx.x & 31) == 0) red[0][threadIdx.x >> 5] = acc, red[1][threadIdx.x >> 5] = acc2;
         __syncthreads();
         if (lane == 0) {
-            acc = 0.0f;
+            acc = acc2 = 0.0f;
 #pragma unroll
-            for (int i = 0; i < TPR / 32; i++) acc += red[(threadIdx.x >> 5) + i];
+            for (int i = 0; i < TPR / 32; i++) acc += red[0][(threadIdx.x >> 5) + i], acc2 += red[1][(threadIdx.x >> 5) + i];
         }
     }
     if (lane == 0 && live) {
         T yv = gc_to<T>(acc);
         ((T *)yb)[r - r0] = yv;
-        if constexpr (EPI == 1) go_st(tail.y, tail.y_dtype, r, go_chain<int>(tail, gc_f(yv), r));
+        if constexpr (EPI == 3) ((T *)set.y[1])[r] = gc_to<T>(acc2); /* before the chain reads it */
+        if constexpr (EPI == 1 || EPI == 3) go_st(tail.y, tail.y_dtype, r, go_chain<int>(tail, gc_f(yv), r));
     }
     if constexpr (EPI == 2) {
         __shared__ bool last;
@@ -150,9 +165,12 @@ static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, const
     }
 }
 
+/* pair: two matrices of N rows, row r of both by one thread group, their
+ * outputs then tail (which reads the first's y as leaf 0 and may read the
+ * second's) per element. */
 static graft_status rows_run(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N, int n,
-                             int64_t K, int unroll, const gops_fuse *tail, unsigned *counter, gcuda_stream s,
-                             graft_error *err)
+                             int64_t K, int unroll, const gops_fuse *tail, unsigned *counter, bool pair,
+                             gcuda_stream s, graft_error *err)
 {
     size_t es = gcuda_dtype_size(dtype);
     if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: dtype %d not supported", dtype);
@@ -174,12 +192,19 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         vec = vec && (uintptr_t)w[j] % 16 == 0;
     }
     set.rows = (int)rows;
+    if (pair) {
+        if (n != 2 || N[0] != N[1] || !tail || tail->norm_dim)
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_pair_tail: %d matrices, a norm %lld", n,
+                              tail ? (long long)tail->norm_dim : 0LL);
+        set.rows = (int)N[0];
+        set.row0[1] = 0;
+    }
     int epi = 0;
     gops_fuse none;
     if (tail) {
         int64_t numel = 1;
         for (int d = 0; d < tail->rank; d++) numel *= tail->dims[d];
-        bool ok = n == 1 && numel == rows && tail->n_ins >= 0 && tail->n_ins <= GOPS_FUSE_MAX &&
+        bool ok = (n == 1 || pair) && numel == set.rows && tail->n_ins >= 0 && tail->n_ins <= GOPS_FUSE_MAX &&
                   tail->rank <= GOPS_MAX_RANK && (tail->norm_dim == 0 || (tail->norm_dim == rows && counter));
         for (int k = 0; ok && k < tail->n_ins; k++)
             ok = tail->ins[k].kind != GOPS_FUSE_BINARY || (tail->ins[k].leaf >= 0 && tail->ins[k].leaf < tail->n_leaf);
@@ -187,7 +212,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
             return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: a chain over %lld elements (norm %lld) "
                               "after %d matrices of %lld rows", (long long)numel, (long long)tail->norm_dim, n,
                               (long long)rows);
-        epi = tail->norm_dim ? 2 : 1;
+        epi = pair ? 3 : tail->norm_dim ? 2 : 1;
     } else {
         memset(&none, 0, sizeof none);
     }
@@ -195,12 +220,12 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     int sms;
     graft_status st = gcuda_sm_count(&sms, err);
     if (st) return st;
-    int tpr = vec ? rows_tpr(K * (int64_t)es / 16, rows, unroll, sms) : ROWS_THREADS;
+    int tpr = vec ? rows_tpr((pair ? 2 : 1) * K * (int64_t)es / 16, set.rows, unroll, sms) : ROWS_THREADS;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)((rows * tpr + ROWS_THREADS - 1) / ROWS_THREADS));
+    cfg.gridDim = dim3((unsigned)(((int64_t)set.rows * tpr + ROWS_THREADS - 1) / ROWS_THREADS));
     cfg.blockDim = dim3(ROWS_THREADS);
     cfg.stream = s;
     cfg.attrs = at;
@@ -223,7 +248,8 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         const T *xt = (const T *)x;
         if (epi == 0) ROWS_EPI(0);
         else if (epi == 1 && unroll == 8) ROWS_EPI(1);
-        else if (unroll == 8) ROWS_EPI(2);
+        else if (epi == 2 && unroll == 8) ROWS_EPI(2);
+        else if (epi == 3 && unroll == 8) ROWS_EPI(3);
         else return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: unroll %d", unroll);
     });
 #undef ROWS_EPI
@@ -234,19 +260,19 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
 extern "C" graft_status gcuda_gemv_rows(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
                                         gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, &w, &y, &N, 1, K, 8, NULL, NULL, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, 8, NULL, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_multi(int dtype, const void *x, const void *const *w, void *const *y,
                                               const int64_t *N, int n, int64_t K, gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, w, y, N, n, K, 8, NULL, NULL, s, err);
+    return rows_run(dtype, x, w, y, N, n, K, 8, NULL, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
                                               int unroll, gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, &w, &y, &N, 1, K, unroll, NULL, NULL, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, unroll, NULL, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
@@ -254,5 +280,15 @@ extern "C" graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const voi
                                              graft_error *err)
 {
     if (!tail) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: no chain");
-    return rows_run(dtype, x, &w, &y, &N, 1, K, 8, tail, counter, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, 8, tail, counter, false, s, err);
+}
+
+extern "C" graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0, const void *w1, void *y0,
+                                                  void *y1, int64_t K, int64_t N, const gops_fuse *tail,
+                                                  gcuda_stream s, graft_error *err)
+{
+    const void *w[2] = {w0, w1};
+    void *y[2] = {y0, y1};
+    int64_t Ns[2] = {N, N};
+    return rows_run(dtype, x, w, y, Ns, 2, K, 8, tail, NULL, true, s, err);
 }

@@ -243,6 +243,32 @@ static void plan_siblings(cx_exec *x)
 
 /* The group's first node: all the GEMVs in one launch on a one-row step
  * (the others' outputs made here, marked for this run), else its own. */
+static graft_status fuse_build(cx_exec *x, cx_node *cn, gops_fuse *gp, graft_error *err);
+
+/* A pair group's GEMVs with the chain after them (gelu(gate) * up): 1 in
+ * *done when it ran; the outputs w/y/N are made, in group order. */
+static graft_status pair_tail(cx_exec *x, cx_node *cn, cx_val *a, const void *const *w, void *const *y,
+                              const int64_t *N, int64_t K, int *done, graft_error *err)
+{
+    *done = 0;
+    struct cx_mgroup *g = cn->mg;
+    cx_node *t = cn->mt;
+    if (g->n != 2 || N[0] != N[1]) return GRAFT_OK;
+    gops_fuse f;
+    graft_status rc = fuse_build(x, t, &f, err);
+    if (rc != GRAFT_OK) return rc;
+    int64_t numel = 1;
+    for (int d = 0; d < f.rank; d++) numel *= f.dims[d];
+    if (numel != N[0] || f.norm_dim) return GRAFT_OK;
+    int first = t->fz->leaf[0] == g->m[0]->n.out[0] ? 0 : 1; /* the chain's leaf 0 */
+    rc = gcuda_gemv_rows_pair_tail(a->t.dtype, a->d, w[first], w[1 - first], y[first], y[1 - first], K, N[0], &f,
+                                   (gcuda_stream)x->stream, err);
+    if (rc != GRAFT_OK) return rc;
+    t->mm_run = x->run_no;
+    *done = 1;
+    return GRAFT_OK;
+}
+
 graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
 {
     struct cx_mgroup *g = cn->mg;
@@ -273,6 +299,10 @@ graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
         y[j] = v->d;
         N[j] = b->t.dims[1];
         m->mm_run = x->run_no;
+    }
+    if (nrows && cn->mt) {
+        int done = 0;
+        if ((rc = pair_tail(x, cn, a, w, y, N, K, &done, err)) != GRAFT_OK || done) return rc;
     }
     if (nrows) return gcuda_gemv_rows_multi(a->t.dtype, a->d, w, y, N, g->n, K, (gcuda_stream)x->stream, err);
     size_t wsb = 0;
@@ -642,9 +672,17 @@ static void plan_tails(cx_exec *x)
     const char *e = getenv("GRAFT_CUDA_FUSE_TAIL");
     if (e && !strcmp(e, "0")) return;
     for (size_t i = 0; i < x->n_nodes; i++) {
-        cx_node *m = &x->nodes[i];
-        if (m->mm || m->fuse || m->mt || !weight_matmul(m)) continue;
-        cx_val *o = cx_v(m->n.out[0]);
+        cx_node *m = &x->nodes[i], *mo = m; /* mo: the member whose output the chain reads */
+        if (m->mm == 2 || m->fuse || m->mt || !weight_matmul(m)) continue;
+        /* a pair of siblings (gate, up): the chain reads one's output first */
+        cx_node *other = NULL;
+        if (m->mm == 1) {
+            if (!m->mg || m->mg->n != 2) continue;
+            cx_node *a = m->mg->m[0], *b = m->mg->m[1];
+            if (cx_v(a->n.out[0])->n_readers == 1 && x->nodes[cx_v(a->n.out[0])->reader].fuse == 1) mo = a, other = b;
+            else mo = b, other = a;
+        }
+        cx_val *o = cx_v(mo->n.out[0]);
         if (o->n_readers != 1) continue;
         cx_node *h = &x->nodes[o->reader], *t = h;
         if (h->fuse == 1) { /* a chain's head: its tail owns the chain */
@@ -658,10 +696,12 @@ static void plan_tails(cx_exec *x)
             continue;
         }
         const cx_fuse *f = t->fz;
-        if (f ? f->leaf[0] != m->n.out[0] : h->n.in[0] != m->n.out[0]) continue;
+        if (f ? f->leaf[0] != mo->n.out[0] : h->n.in[0] != mo->n.out[0]) continue;
+        if (other && (!f || f->norm)) continue; /* a pair: an elementwise chain only */
         int ok = 1;
         if (f) {
-            for (int l = 1; l < f->n_leaf && ok; l++) ok = made_before(x, f->leaf[l], i);
+            for (int l = 1; l < f->n_leaf && ok; l++)
+                ok = made_before(x, f->leaf[l], i) || (other && f->leaf[l] == other->n.out[0]);
         } else {
             ok = made_before(x, h->n.in[1], i);
         }

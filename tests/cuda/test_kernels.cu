@@ -893,8 +893,8 @@ static void test_fused(int dt, int rows, int dim)
  * output in the same launch, against the product in fp64 rounded to the
  * dtype and the chain evaluated here op by op (as test_fused): gelu(y) *
  * b per element; RMSNorm(y) * gamma -> r + . -> . * s over the whole
- * output, run by the last block (twice: its counter resets). y itself is
- * checked too. */
+ * output, run by the last block (twice: its counter resets); a pair
+ * (gate, up) with gelu(y) * y2. The GEMV outputs are checked too. */
 static void test_gemv_tail(int dt, int K, int N)
 {
     auto x = rnd(dt, K), w = rnd(dt, (size_t)K * N, -0.1f, 0.1f);
@@ -964,6 +964,31 @@ static void test_gemv_tail(int dt, int K, int N)
                   ddown(dt, dy, N), yref);
             check("gemv rows + rmsnorm+add*scalar", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt,
                   ddown(dt, f.y, N), ref);
+        }
+    }
+    { /* a pair (gate, up): gelu(y) * y2, y2 the second matrix's output */
+        auto w2 = rnd(dt, (size_t)K * N, -0.1f, 0.1f);
+        void *dw2 = dupload(dt, w2), *dy2 = dpoisoned(dt, N);
+        std::vector<double> y2ref(N);
+        for (int r = 0; r < N; r++) {
+            double acc = 0.0;
+            for (int k = 0; k < K; k++) acc += (double)w2[(size_t)r * K + k] * x[k];
+            y2ref[r] = acc;
+            ref[r] = round_to(dt, round_to(dt, (float)gelu_tanh_ref(y[r])) * round_to(dt, (float)acc));
+        }
+        base(2);
+        f.leaf[1] = dy2, f.leaf_dtype[1] = dt, f.st[1][2] = 1, f.n_leaf = 2;
+        f.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+        for (int rep = 0; rep < 2; rep++) {
+            f.y = dpoisoned(dt, N);
+            CK(gcuda_fill_nan(dt, dy, N, NULL, &E));
+            CK(gcuda_fill_nan(dt, dy2, N, NULL, &E));
+            CK(gcuda_gemv_rows_pair_tail(dt, dx, dw, dw2, dy, dy2, K, N, &f, NULL, &E));
+            std::string sh = fmt("K%d N%d%s", K, N, rep ? " again" : "");
+            check("gemv rows pair + gelu*mul: y", sh, dt, ddown(dt, dy, N), yref);
+            check("gemv rows pair + gelu*mul: y2", sh, dt, ddown(dt, dy2, N), y2ref);
+            check("gemv rows pair + gelu*mul", sh, dt, ddown(dt, f.y, N), ref);
         }
     }
     release_all();
@@ -1393,6 +1418,7 @@ int main(int argc, char **argv)
         test_gemv_rows(dt, 1536, {2048, 256, 256});
         test_gemv_rows(dt, 640, {1000, 36});
         test_gemv_tail(dt, 1536, 1536);
+        test_gemv_tail(dt, 1536, 6144);
         test_gemv_tail(dt, 6144, 1536);
         test_gemv_tail(dt, 256, 1536);
         test_gemv_tail(dt, 1001, 300); /* the scalar kernel */
