@@ -140,7 +140,7 @@ graft_status gcuda_gemv_tuned(int dtype, const void *x, const void *w, void *y, 
 /* y[N] = W[N, K] . x[K]: the weight stored one output per row (the
  * executor's transposed MatMul weights), batch 1; no workspace. Up to
  * GCUDA_GEMV_MAX matrices of one x in one launch (_multi). _tuned sets the
- * 16-byte loads in flight per thread (4, 8 or 16; the others use 8). */
+ * 16-byte loads in flight per thread (2, 4, 8 or 16; the others use 4). */
 graft_status gcuda_gemv_rows(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, gcuda_stream s,
                              graft_error *err);
 graft_status gcuda_gemv_rows_multi(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N,

@@ -91,9 +91,9 @@ __device__ __forceinline__ void gc_pdl_wait()
 #endif
 }
 
-/* GRAFT_CUDA_PDL (read once, gcuda_core.cu): 0 plain launches; 1 (the
- * default) the decode GEMVs as programmatic dependents; "all" the other
- * decode-path kernels too (each waits in gc_pdl_wait before reading). */
+/* GRAFT_CUDA_PDL (read once, gcuda_core.cu): 0 plain launches; "gemv"
+ * the decode GEMVs as programmatic dependents; "all" (the default) the
+ * other decode-path kernels too (each waits in gc_pdl_wait before reading). */
 int gcuda_pdl_mode(void);
 static inline bool gcuda_pdl_all(void) { return gcuda_pdl_mode() >= 2; }
 

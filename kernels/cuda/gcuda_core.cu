@@ -155,7 +155,7 @@ int gcuda_pdl_mode(void)
     static int mode = -1;
     if (mode < 0) {
         const char *e = getenv("GRAFT_CUDA_PDL");
-        mode = !e || !*e ? 1 : !strcmp(e, "0") ? 0 : !strcmp(e, "all") ? 2 : 1;
+        mode = !e || !*e ? 2 : !strcmp(e, "0") ? 0 : !strcmp(e, "gemv") ? 1 : 2;
     }
     return mode;
 }

@@ -18,6 +18,7 @@
 #include "kernels/cuda/gcuda_chain.cuh"
 
 #define ROWS_THREADS 256
+#define ROWS_UNROLL 4 /* 16-byte loads in flight per thread (the H200 kernel lab: 4 beat 8 and 16 on E2B's shapes) */
 
 typedef struct rows_set {
     const void *W[GCUDA_GEMV_MAX];
@@ -175,8 +176,8 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     size_t es = gcuda_dtype_size(dtype);
     if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: dtype %d not supported", dtype);
     if (n < 1 || n > GCUDA_GEMV_MAX) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: %d matrices", n);
-    if (unroll != 4 && unroll != 8 && unroll != 16)
-        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d (4, 8 or 16)", unroll);
+    if (unroll != 2 && unroll != 4 && unroll != 8 && unroll != 16)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d (2, 4, 8 or 16)", unroll);
     if (K <= 0 || K > 0x7fffffff) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: K %lld", (long long)K);
     rows_set set = {};
     set.n = n;
@@ -237,19 +238,20 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         if (!vec)                                                                                              \
             e = cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, ROWS_THREADS, 1, false, EPI>, xt, set, Ki, tf,    \
                                    counter);                                                                   \
-        else if (unroll == 4)                                                                                  \
-            e = rows_launch_vec<T, 4, EPI>(tpr, &cfg, xt, set, Ki, tf, counter);                               \
-        else if (unroll == 16)                                                                                 \
-            e = rows_launch_vec<T, 16, EPI>(tpr, &cfg, xt, set, Ki, tf, counter);                              \
         else                                                                                                   \
-            e = rows_launch_vec<T, 8, EPI>(tpr, &cfg, xt, set, Ki, tf, counter);                               \
+            e = rows_launch_vec<T, ROWS_UNROLL, EPI>(tpr, &cfg, xt, set, Ki, tf, counter);                      \
     } while (0)
     GCUDA_DISPATCH(dtype, "gcuda_gemv_rows", {
         const T *xt = (const T *)x;
-        if (epi == 0) ROWS_EPI(0);
-        else if (epi == 1 && unroll == 8) ROWS_EPI(1);
-        else if (epi == 2 && unroll == 8) ROWS_EPI(2);
-        else if (epi == 3 && unroll == 8) ROWS_EPI(3);
+        if (epi == 0 && vec && unroll != ROWS_UNROLL) { /* the bench's other geometries */
+            if (unroll == 2) e = rows_launch_vec<T, 2, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
+            else if (unroll == 8) e = rows_launch_vec<T, 8, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
+            else if (unroll == 16) e = rows_launch_vec<T, 16, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
+            else e = rows_launch_vec<T, 4, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
+        } else if (epi == 0) ROWS_EPI(0);
+        else if (epi == 1 && unroll == ROWS_UNROLL) ROWS_EPI(1);
+        else if (epi == 2 && unroll == ROWS_UNROLL) ROWS_EPI(2);
+        else if (epi == 3 && unroll == ROWS_UNROLL) ROWS_EPI(3);
         else return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: unroll %d", unroll);
     });
 #undef ROWS_EPI
@@ -260,13 +262,13 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
 extern "C" graft_status gcuda_gemv_rows(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
                                         gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, &w, &y, &N, 1, K, 8, NULL, NULL, false, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, NULL, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_multi(int dtype, const void *x, const void *const *w, void *const *y,
                                               const int64_t *N, int n, int64_t K, gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, w, y, N, n, K, 8, NULL, NULL, false, s, err);
+    return rows_run(dtype, x, w, y, N, n, K, ROWS_UNROLL, NULL, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
@@ -280,7 +282,7 @@ extern "C" graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const voi
                                              graft_error *err)
 {
     if (!tail) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: no chain");
-    return rows_run(dtype, x, &w, &y, &N, 1, K, 8, tail, counter, false, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, tail, counter, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0, const void *w1, void *y0,
@@ -290,5 +292,5 @@ extern "C" graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, cons
     const void *w[2] = {w0, w1};
     void *y[2] = {y0, y1};
     int64_t Ns[2] = {N, N};
-    return rows_run(dtype, x, w, y, Ns, 2, K, 8, tail, NULL, true, s, err);
+    return rows_run(dtype, x, w, y, Ns, 2, K, ROWS_UNROLL, tail, NULL, true, s, err);
 }

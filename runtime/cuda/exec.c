@@ -1013,6 +1013,15 @@ static void prof_report(cx_exec *x)
 
 /* Events mode: the events of a node (created on first use); false when
  * they cannot be made (the node is then timed on the host only). */
+/* An event recorded on the stream; while capturing, as an event record
+ * node of the graph (a plain record in a capture only orders the capture,
+ * it is never timed). */
+static void prof_record(cx_exec *x, cudaEvent_t e)
+{
+    if (x->capturing) cudaEventRecordWithFlags(e, x->stream, cudaEventRecordExternal);
+    else cudaEventRecord(e, x->stream);
+}
+
 static bool prof_events(cx_exec *x, cx_node *cn)
 {
     if (cn->pev[0]) return true;
@@ -1101,7 +1110,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
         }
     }
     double step_t0 = prof ? prof_now(x) : 0.0;
-    if ((prof && x->prof == 1) || (gprof && x->pstep[0])) cudaEventRecord(x->pstep[0], x->stream);
+    if ((prof && x->prof == 1) || (gprof && x->pstep[0])) prof_record(x, x->pstep[0]);
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *cn = &x->nodes[i];
         if (cn->const_done) continue;
@@ -1110,7 +1119,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
         double t0 = prof ? prof_now(x) : 0.0;
         bool ev = (prof && x->prof == 1 && cn->place == CX_DEVICE && prof_events(x, cn)) ||
                   (gprof && x->pstep[0] && cn->place == CX_DEVICE && prof_events(x, cn));
-        if (ev) cudaEventRecord(cn->pev[0], x->stream);
+        if (ev) prof_record(x, cn->pev[0]);
         switch (cn->place) {
         case CX_VIEW: rc = run_view(x, cn, err); break;
         case CX_DEVICE:
@@ -1141,7 +1150,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
         default: rc = run_host(x, cn, err); break;
         }
         if (ev) {
-            cudaEventRecord(cn->pev[1], x->stream);
+            prof_record(x, cn->pev[1]);
             if (gprof) cn->prof_graph = true;
             else cn->prof_rec = true;
         }
@@ -1198,7 +1207,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
         if (prc != GRAFT_OK) return prc;
         if (x->up_shown >= 0) fputc('\n', stderr); /* the progress bar's line */
     }
-    if (gprof && x->pstep[0]) cudaEventRecord(x->pstep[1], x->stream);
+    if (gprof && x->pstep[0]) prof_record(x, x->pstep[1]);
     if (prof) {
         if (x->prof == 1) {
             cudaEventRecord(x->pstep[1], x->stream);

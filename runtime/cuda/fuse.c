@@ -12,11 +12,13 @@
  * gate/up) form a group whose first node, on a one-row step, runs all their
  * GEMVs in one launch (gcuda_gemv_multi); the others then find their output
  * made. GRAFT_CUDA_FUSE=0 turns both off; GRAFT_CUDA_CHECK=1 (node by node
- * against the CPU kernels) runs unfused. Also here, off unless asked for
- * until measured on a GPU: GRAFT_CUDA_FUSE_NORM=1, the RMSNorm without scale
- * that exporters spell out (Mul, ReduceMean, Add, Sqrt, Div) as a chain
- * head; GRAFT_CUDA_FUSE_ROPE=1, an RMSNorm feeding a RotaryEmbedding
- * applied by the rotary launch; GRAFT_CUDA_PREFETCH=MB, after each weight
+ * against the CPU kernels) runs unfused. Also here: the RMSNorm without
+ * scale that exporters spell out (Mul, ReduceMean, Add, Sqrt, Div) as a
+ * chain head (GRAFT_CUDA_FUSE_NORM=0: not); an RMSNorm feeding a
+ * RotaryEmbedding applied by the rotary launch (GRAFT_CUDA_FUSE_ROPE=0:
+ * not); the chain after a weight MatMul run by its GEMV (plan_tails,
+ * GRAFT_CUDA_FUSE_TAIL=0: not); off unless asked for (it measured slower
+ * on the H200): GRAFT_CUDA_PREFETCH=MB, after each weight
  * MatMul of a decode step a side stream asks L2 for the next one's weights,
  * so that HBM streams while the small kernels between them run. */
 #include <math.h>
@@ -123,7 +125,7 @@ static int const_scalar(const rt_tensor *t, float *out)
     }
 }
 
-/* GRAFT_CUDA_FUSE_NORM=1 (off until measured on a GPU): D = Div(c, Sqrt(Add(ReduceMean(Mul(c, c), last axis,
+/* GRAFT_CUDA_FUSE_NORM (on unless 0): D = Div(c, Sqrt(Add(ReduceMean(Mul(c, c), last axis,
  * keepdims), eps))), the RMSNorm without scale that exporters spell out (Gemma's v_norm in fp32), as one
  * norm head; *skip gets Mul, ReduceMean, Add, Sqrt. */
 static int spelled_norm(cx_exec *x, cx_node *d, cx_node *skip[4], float *eps)
@@ -161,7 +163,7 @@ static int spelled_norm(cx_exec *x, cx_node *d, cx_node *skip[4], float *eps)
     return 1;
 }
 
-/* GRAFT_CUDA_FUSE_ROPE=1 (off until measured): an RMSNormalization read
+/* GRAFT_CUDA_FUSE_ROPE (on unless 0): an RMSNormalization read
  * only, through views, by a RotaryEmbedding (Gemma's and Qwen3's q/k norms)
  * only shapes its output; the rotary launch normalises its rows first. */
 static void plan_rope_norm(cx_exec *x)
@@ -453,7 +455,7 @@ void cx_fuse_plan(cx_exec *x)
         plan_prefetch(x);
         return;
     }
-    int fuse_norm = fn && !strcmp(fn, "1");
+    int fuse_norm = !fn || strcmp(fn, "0");
     plan_siblings(x);
     /* readers of each value (a graph output counts as two) */
     for (size_t v = 0; v < x->n_vals; v++) x->vals[v]->n_readers = 0;
@@ -540,7 +542,7 @@ void cx_fuse_plan(cx_exec *x)
     free(n2eps);
     free(n2skip);
     const char *fr = getenv("GRAFT_CUDA_FUSE_ROPE");
-    if (fr && !strcmp(fr, "1")) plan_rope_norm(x);
+    if (!fr || strcmp(fr, "0")) plan_rope_norm(x);
     plan_tails(x);
     plan_prefetch(x); /* after the groups: a group's first stands for it */
 }
