@@ -97,6 +97,13 @@ if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; th
             sed 's/ elementwise nodes fused into / into /; s/MatMul weights .* stored \[N, K\]/weights [N, K]/' | cut -c1-520
     done
 fi
+if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; then
+    step "E2B prefill 2048: weights stored [N, K] (cuBLASLt reading B transposed) against [K, N]"
+    for v in "GRAFT_CUDA_ROWS=1" "GRAFT_CUDA_ROWS=0"; do
+        echo "$v: $(env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib $v .devcarry-rt/graft bench /tmp/e2b/export --device cuda \
+            --prompt-tokens 2048 --new-tokens 4 --repeat 2 2>&1 | grep -E "tok/s" | cut -c1-200)"
+    done
+fi
 if has bench && [ "$(left)" -gt 90 ]; then
     step "E2B benchmark"
     OUT=$OUT/b DEADLINE_S=$(($(left) - 20)) bash bench/cuda_e2b_device.sh run --export /tmp/e2b/export ${BENCH_ARGS:---quick} >"$OUT/bench.log" 2>&1
