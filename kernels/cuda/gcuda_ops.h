@@ -101,6 +101,15 @@ typedef struct gops_fuse {
 } gops_fuse;
 graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_error *err);
 
+/* An RMSNorm computed by the GEMV that reads its output (a prologue): the
+ * GEMV's x is gamma * t / rms(t), rounded to the dtype, t = x (+ skip)
+ * (+ bias); with skip, t is stored to sum (may be NULL) rounded. */
+typedef struct gops_rows_norm {
+    const void *x, *skip, *bias, *gamma;
+    void *sum;
+    float eps;
+} gops_rows_norm;
+
 /* gcuda_gemv_rows (gcuda.h) of one matrix with the chain that reads its
  * output y (leaf 0 of `tail`, which is y's shape: N elements) run in the
  * same launch: y is written, and the chain's output tail->y. Without a
@@ -112,6 +121,12 @@ graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const void *w, void 
 /* Two matrices [N, K] of one x (gate and up) and the per-element chain
  * that reads y0 as leaf 0 and may read y1 (gelu(gate) * up), in one
  * launch: each output index's two rows read by the same threads. */
+/* The general form: n matrices [N[j], K] (or a pair, with its tail) whose
+ * x is the norm `pro` computes; tail as gcuda_gemv_rows_tail (one matrix,
+ * without the norm) or the pair's. */
+graft_status gcuda_gemv_rows_fused(int dtype, const gops_rows_norm *pro, const void *const *w, void *const *y,
+                                   const int64_t *N, int n, int64_t K, const gops_fuse *tail, unsigned *counter,
+                                   int pair, gcuda_stream s, graft_error *err);
 graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0, const void *w1, void *y0, void *y1,
                                        int64_t K, int64_t N, const gops_fuse *tail, gcuda_stream s, graft_error *err);
 

@@ -25,6 +25,7 @@ typedef struct rows_set {
     void *y[GCUDA_GEMV_MAX];
     int row0[GCUDA_GEMV_MAX]; /* first row of matrix j in the launch */
     int n, rows;
+    gops_rows_norm pro; /* PRO: x is the RMSNorm of pro.x (+ pro.skip + pro.bias), computed here */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once). */
@@ -37,7 +38,71 @@ __device__ __forceinline__ uint4 rows_ld(const uint4 *p)
     return v;
 }
 
-template <typename T, int TPR, int U, bool VEC, int EPI>
+/* PRO: the block's 1 / rms of t = x (+ skip) (+ bias) over K (block 0
+ * also stores t to pro.sum, rounded, as the skip norm's fourth output);
+ * 1 without a prologue. All threads call it. */
+template <typename T, int PRO> __device__ __forceinline__ float rows_norm(const T *__restrict__ x, const rows_set &set,
+                                                                          int K)
+{
+    if constexpr (PRO == 0) {
+        return 1.0f;
+    } else {
+        __shared__ float scratch[32];
+        float ss = 0.0f;
+        for (int k = threadIdx.x; k < K; k += ROWS_THREADS) {
+            float t = gc_f(x[k]);
+            if constexpr (PRO == 2) {
+                t += gc_f(((const T *)set.pro.skip)[k]);
+                if (set.pro.bias) t += gc_f(((const T *)set.pro.bias)[k]);
+                if (blockIdx.x == 0 && set.pro.sum) ((T *)set.pro.sum)[k] = gc_to<T>(t);
+            }
+            ss += t * t;
+        }
+        ss = gc_block_sum(ss, scratch);
+        return gc_rsqrt<T>(ss / (float)K + set.pro.eps);
+    }
+}
+
+/* x[c]'s V elements as the GEMV reads them: as stored, or (PRO) the
+ * RMSNorm's output rounded to T, as gcuda_rmsnorm / gcuda_skip_rmsnorm
+ * would have stored it: t = x (+ skip) (+ bias), (t * inv) * gamma. */
+template <typename T, int PRO>
+__device__ __forceinline__ void rows_x(const T *__restrict__ x, const rows_set &set, float inv, int c, float *xf)
+{
+    constexpr int V = 16 / (int)sizeof(T);
+    gc_unpack<T>(__ldg(reinterpret_cast<const uint4 *>(x) + c), xf);
+    if constexpr (PRO > 0) {
+        float g[V];
+        if constexpr (PRO == 2) {
+            float sk[V];
+            gc_unpack<T>(__ldg(reinterpret_cast<const uint4 *>(set.pro.skip) + c), sk);
+#pragma unroll
+            for (int i = 0; i < V; i++) xf[i] += sk[i];
+            if (set.pro.bias) {
+                gc_unpack<T>(__ldg(reinterpret_cast<const uint4 *>(set.pro.bias) + c), sk);
+#pragma unroll
+                for (int i = 0; i < V; i++) xf[i] += sk[i];
+            }
+        }
+        gc_unpack<T>(__ldg(reinterpret_cast<const uint4 *>(set.pro.gamma) + c), g);
+#pragma unroll
+        for (int i = 0; i < V; i++) xf[i] = gc_f(gc_to<T>(xf[i] * inv * g[i]));
+    }
+}
+
+template <typename T, int PRO> __device__ __forceinline__ float rows_x1(const T *__restrict__ x, const rows_set &set,
+                                                                         float inv, int k)
+{
+    float t = gc_f(x[k]);
+    if constexpr (PRO == 2) {
+        t += gc_f(((const T *)set.pro.skip)[k]);
+        if (set.pro.bias) t += gc_f(((const T *)set.pro.bias)[k]);
+    }
+    if constexpr (PRO > 0) t = gc_f(gc_to<T>(t * inv * gc_f(((const T *)set.pro.gamma)[k])));
+    return t;
+}
+
+template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
 __global__ void __launch_bounds__(ROWS_THREADS)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
 {
@@ -63,7 +128,7 @@ __global__ void __launch_bounds__(ROWS_THREADS)
     float acc = 0.0f, acc2 = 0.0f;
     if constexpr (VEC) {
         const int C = K / V, CT = EPI == 3 ? 2 * C : C; /* 16-byte chunks in a row (rows) */
-        const uint4 *wp = reinterpret_cast<const uint4 *>(w), *xp = reinterpret_cast<const uint4 *>(x);
+        const uint4 *wp = reinterpret_cast<const uint4 *>(w);
         const uint4 *wp2 = reinterpret_cast<const uint4 *>(w2) - C;
         uint4 wv[U];
 #pragma unroll
@@ -73,6 +138,7 @@ __global__ void __launch_bounds__(ROWS_THREADS)
         }
         gc_pdl_wait(); /* x is the kernel before's output */
         gc_pdl_trigger();
+        const float inv = rows_norm<T, PRO>(x, set, K);
         for (int c0 = 0;;) {
 #pragma unroll
             for (int u = 0; u < U; u++) {
@@ -81,7 +147,7 @@ __global__ void __launch_bounds__(ROWS_THREADS)
                     const bool second = EPI == 3 && c >= C;
                     float wf[V], xf[V], a = second ? acc2 : acc;
                     gc_unpack<T>(wv[u], wf);
-                    gc_unpack<T>(__ldg(xp + (second ? c - C : c)), xf);
+                    rows_x<T, PRO>(x, set, inv, second ? c - C : c, xf);
 #pragma unroll
                     for (int i = 0; i < V; i++) a = fmaf(wf[i], xf[i], a);
                     if (second) acc2 = a;
@@ -99,10 +165,12 @@ __global__ void __launch_bounds__(ROWS_THREADS)
     } else {
         gc_pdl_wait();
         gc_pdl_trigger();
+        const float inv = rows_norm<T, PRO>(x, set, K);
         if (live)
             for (int k = lane; k < K; k += TPR) {
-                acc = fmaf(gc_f(w[k]), gc_f(x[k]), acc);
-                if constexpr (EPI == 3) acc2 = fmaf(gc_f(w2[k]), gc_f(x[k]), acc2);
+                float xk = rows_x1<T, PRO>(x, set, inv, k);
+                acc = fmaf(gc_f(w[k]), xk, acc);
+                if constexpr (EPI == 3) acc2 = fmaf(gc_f(w2[k]), xk, acc2);
             }
     }
     /* the row's TPR partial sums, in a fixed order */
@@ -154,24 +222,25 @@ static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
     return tpr;
 }
 
-template <typename T, int U, int EPI>
+template <typename T, int U, int EPI, int PRO>
 static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, const T *x, const rows_set &set, int K,
                                    const gops_fuse &tail, unsigned *counter)
 {
     switch (tpr) {
-    case 32: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 32, U, true, EPI>, x, set, K, tail, counter);
-    case 64: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 64, U, true, EPI>, x, set, K, tail, counter);
-    case 128: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 128, U, true, EPI>, x, set, K, tail, counter);
-    default: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 256, U, true, EPI>, x, set, K, tail, counter);
+    case 32: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 32, U, true, EPI, PRO>, x, set, K, tail, counter);
+    case 64: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 64, U, true, EPI, PRO>, x, set, K, tail, counter);
+    case 128: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 128, U, true, EPI, PRO>, x, set, K, tail, counter);
+    default: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 256, U, true, EPI, PRO>, x, set, K, tail, counter);
     }
 }
 
 /* pair: two matrices of N rows, row r of both by one thread group, their
  * outputs then tail (which reads the first's y as leaf 0 and may read the
- * second's) per element. */
+ * second's) per element. pro: x is the RMSNorm of pro->x (+ skip + bias),
+ * computed by each block (the norm node only shapes its output). */
 static graft_status rows_run(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N, int n,
                              int64_t K, int unroll, const gops_fuse *tail, unsigned *counter, bool pair,
-                             gcuda_stream s, graft_error *err)
+                             const gops_rows_norm *pro, gcuda_stream s, graft_error *err)
 {
     size_t es = gcuda_dtype_size(dtype);
     if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: dtype %d not supported", dtype);
@@ -182,9 +251,19 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     rows_set set = {};
     set.n = n;
     int64_t rows = 0;
+    int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm */
+    if (pro) {
+        if (!pro->x || !pro->gamma || (!pro->skip && (pro->bias || pro->sum)))
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: a norm prologue without its x or gamma");
+        set.pro = *pro;
+        x = pro->x;
+        pk = pro->skip ? 2 : 1;
+    }
     bool vec = (K * (int64_t)es) % 16 == 0 && (uintptr_t)x % 16 == 0;
-    for (int j = 0; j < n; j++) {
-        if (N[j] <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: N %lld", (long long)N[j]);
+    if (pro)
+        vec = vec && (uintptr_t)pro->gamma % 16 == 0 && (uintptr_t)pro->skip % 16 == 0 &&
+              (uintptr_t)pro->bias % 16 == 0;
+    for (int j = 0; j < n; j++) {        if (N[j] <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: N %lld", (long long)N[j]);
         set.W[j] = w[j];
         set.y[j] = y[j];
         set.row0[j] = (int)rows;
@@ -233,26 +312,37 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     cfg.numAttrs = gcuda_pdl_mode() >= 1 ? 1 : 0; /* GRAFT_CUDA_PDL=0: a plain launch */
     const int Ki = (int)K;
     cudaError_t e = cudaSuccess;
-#define ROWS_EPI(EPI)                                                                                           \
+#define ROWS_EPI(EPI, PRO)                                                                                      \
     do {                                                                                                       \
         if (!vec)                                                                                              \
-            e = cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, ROWS_THREADS, 1, false, EPI>, xt, set, Ki, tf,    \
-                                   counter);                                                                   \
+            e = cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, ROWS_THREADS, 1, false, EPI, PRO>, xt, set, Ki,   \
+                                   tf, counter);                                                               \
         else                                                                                                   \
-            e = rows_launch_vec<T, ROWS_UNROLL, EPI>(tpr, &cfg, xt, set, Ki, tf, counter);                      \
+            e = rows_launch_vec<T, ROWS_UNROLL, EPI, PRO>(tpr, &cfg, xt, set, Ki, tf, counter);                 \
     } while (0)
+    if (unroll != ROWS_UNROLL && (epi || pk))
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d with a tail or a prologue", unroll);
+    if (pk && epi != 0 && epi != 3)
+        return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: a norm prologue with a single-matrix tail");
     GCUDA_DISPATCH(dtype, "gcuda_gemv_rows", {
         const T *xt = (const T *)x;
-        if (epi == 0 && vec && unroll != ROWS_UNROLL) { /* the bench's other geometries */
-            if (unroll == 2) e = rows_launch_vec<T, 2, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
-            else if (unroll == 8) e = rows_launch_vec<T, 8, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
-            else if (unroll == 16) e = rows_launch_vec<T, 16, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
-            else e = rows_launch_vec<T, 4, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
-        } else if (epi == 0) ROWS_EPI(0);
-        else if (epi == 1 && unroll == ROWS_UNROLL) ROWS_EPI(1);
-        else if (epi == 2 && unroll == ROWS_UNROLL) ROWS_EPI(2);
-        else if (epi == 3 && unroll == ROWS_UNROLL) ROWS_EPI(3);
-        else return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: unroll %d", unroll);
+        if (unroll != ROWS_UNROLL && vec) { /* the bench's other geometries (unaligned rows: the scalar kernel) */
+            if (unroll == 2) e = rows_launch_vec<T, 2, 0, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
+            else if (unroll == 8) e = rows_launch_vec<T, 8, 0, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
+            else e = rows_launch_vec<T, 16, 0, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
+        } else if (epi == 0) {
+            if (pk == 0) ROWS_EPI(0, 0);
+            else if (pk == 1) ROWS_EPI(0, 1);
+            else ROWS_EPI(0, 2);
+        } else if (epi == 1) {
+            ROWS_EPI(1, 0);
+        } else if (epi == 2) {
+            ROWS_EPI(2, 0);
+        } else {
+            if (pk == 0) ROWS_EPI(3, 0);
+            else if (pk == 1) ROWS_EPI(3, 1);
+            else ROWS_EPI(3, 2);
+        }
     });
 #undef ROWS_EPI
     if (e != cudaSuccess) return gcuda_fail(err, e, "launch gemv_rows_kernel", __FILE__, __LINE__);
@@ -262,19 +352,19 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
 extern "C" graft_status gcuda_gemv_rows(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
                                         gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, NULL, NULL, false, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, NULL, NULL, false, NULL, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_multi(int dtype, const void *x, const void *const *w, void *const *y,
                                               const int64_t *N, int n, int64_t K, gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, w, y, N, n, K, ROWS_UNROLL, NULL, NULL, false, s, err);
+    return rows_run(dtype, x, w, y, N, n, K, ROWS_UNROLL, NULL, NULL, false, NULL, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
                                               int unroll, gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, &w, &y, &N, 1, K, unroll, NULL, NULL, false, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, unroll, NULL, NULL, false, NULL, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
@@ -282,7 +372,7 @@ extern "C" graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const voi
                                              graft_error *err)
 {
     if (!tail) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: no chain");
-    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, tail, counter, false, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, tail, counter, false, NULL, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0, const void *w1, void *y0,
@@ -292,5 +382,14 @@ extern "C" graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, cons
     const void *w[2] = {w0, w1};
     void *y[2] = {y0, y1};
     int64_t Ns[2] = {N, N};
-    return rows_run(dtype, x, w, y, Ns, 2, K, ROWS_UNROLL, tail, NULL, true, s, err);
+    return rows_run(dtype, x, w, y, Ns, 2, K, ROWS_UNROLL, tail, NULL, true, NULL, s, err);
+}
+
+extern "C" graft_status gcuda_gemv_rows_fused(int dtype, const gops_rows_norm *pro, const void *const *w,
+                                              void *const *y, const int64_t *N, int n, int64_t K,
+                                              const gops_fuse *tail, unsigned *counter, int pair, gcuda_stream s,
+                                              graft_error *err)
+{
+    if (!pro) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_fused: no norm");
+    return rows_run(dtype, NULL, w, y, N, n, K, ROWS_UNROLL, tail, counter, pair != 0, pro, s, err);
 }

@@ -120,7 +120,9 @@ struct cx_node {
     int fuse;          /* 1: a member of a fused chain before its tail (computes nothing); 2: the tail (runs it);
                         * 3: an RMSNorm that only shapes its output (the RotaryEmbedding after it normalises);
                         * 4: a chain's tail (or a lone RMSNorm) whose chain the MatMul before it (mt) runs in its
-                        * GEMV's launch when it can, mm_run telling it so */
+                        * GEMV's launch when it can, mm_run telling it so; 5: an RMSNorm (or skip RMSNorm)
+                        * whose MatMul(s) (pro) compute it in their GEMV: when they can this run, it only shapes
+                        * its outputs and sets mm_run */
     struct cx_node *rope_norm; /* RotaryEmbedding: the RMSNorm (fuse 3) it applies first (GRAFT_CUDA_FUSE_ROPE=1) */
     struct cx_fuse *fz; /* the tail's chain (runtime/cuda/fuse.c) */
     int mm;             /* sibling MatMuls: 1 the group's first (runs their GEMVs), 2 a later one */
@@ -128,6 +130,7 @@ struct cx_node {
     uint64_t mm_run;    /* run_no in which the first made this node's output */
     int pf_next;        /* GRAFT_CUDA_PREFETCH: 1 + the next weight MatMul's node index (0: none) */
     struct cx_node *mt; /* MatMul: the node (fuse 4) whose chain its one-row GEMV runs as its epilogue */
+    struct cx_node *pro; /* MatMul (a group's first): the norm (fuse 5) its GEMV computes; the norm: that MatMul */
 };
 
 struct cx_exec {
@@ -203,6 +206,7 @@ struct cx_exec {
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
     size_t n_rows;                  /* MatMul weights stored one output per row */
     size_t n_tails;                 /* MatMuls whose GEMV runs the chain after it */
+    size_t n_pros;                  /* norms computed by the GEMV after them */
     size_t rows_bytes;
     /* GRAFT_CUDA_PREFETCH=MB: after each weight MatMul of a decode step, a side
      * stream asks L2 for up to MB of the next one's weights (forked from and
@@ -275,6 +279,12 @@ graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err);
  * chain as its epilogue; y is cn's output, already made. 1 in *done when
  * it ran, 0 when the shapes do not allow it (nothing launched). */
 graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val *y, int *done, graft_error *err);
+/* A fuse 5 norm: its outputs shaped when its MatMul(s) can compute it this
+ * run (one row, weights stored [N, K]), else run as usual. */
+graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err);
+/* MatMul cn (pro set): the norm its GEMV computes, when the norm deferred
+ * to it this run; 0 otherwise. */
+int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn);
 /* A fuse 4 node: nothing when its MatMul ran its chain this run, else the chain. */
 graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);

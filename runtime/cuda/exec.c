@@ -1132,6 +1132,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
                  : cn->fuse == 2 ? cx_fuse_run(x, cn, err)
                  : cn->fuse == 3 ? cx_fuse_shape(x, cn, err)
                  : cn->fuse == 4 ? cx_tail_follow(x, cn, err)
+                 : cn->fuse == 5 ? cx_pro_norm(x, cn, err)
                  : cn->mm == 1   ? cx_mm_run(x, cn, err)
                  : cn->mm == 2   ? cx_mm_follow(x, cn, err)
                                  : cn->dop->run(x, cn, err);
@@ -1577,13 +1578,14 @@ static graft_status cx_argmax(rt_backend *b, const char *name, int64_t *id, graf
 static const char *cx_describe(rt_backend *b)
 {
     cx_exec *x = (cx_exec *)b;
-    char fz[256] = "";
+    char fz[320] = "";
     if (x->n_chains || x->n_mm_groups)
         snprintf(fz, sizeof fz, "; %zu elementwise nodes fused into %zu kernels, %zu MatMuls into %zu", x->n_fused,
                  x->n_chains, x->n_mm_nodes, x->n_mm_groups);
-    if (x->n_tails) {
+    if (x->n_tails || x->n_pros) {
         size_t l = strlen(fz);
-        snprintf(fz + l, sizeof fz - l, "; %zu chains run by the GEMV before them", x->n_tails);
+        snprintf(fz + l, sizeof fz - l, "; %zu chains run by the GEMV before them, %zu norms by the GEMV after",
+                 x->n_tails, x->n_pros);
     }
     if (x->n_rows) {
         size_t l = strlen(fz);

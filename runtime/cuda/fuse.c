@@ -17,7 +17,8 @@
  * chain head (GRAFT_CUDA_FUSE_NORM=0: not); an RMSNorm feeding a
  * RotaryEmbedding applied by the rotary launch (GRAFT_CUDA_FUSE_ROPE=0:
  * not); the chain after a weight MatMul run by its GEMV (plan_tails,
- * GRAFT_CUDA_FUSE_TAIL=0: not); off unless asked for (it measured slower
+ * GRAFT_CUDA_FUSE_TAIL=0: not); the norm before one computed by it
+ * (plan_prologue, GRAFT_CUDA_FUSE_PRO=0: not); off unless asked for (it measured slower
  * on the H200): GRAFT_CUDA_PREFETCH=MB, after each weight
  * MatMul of a decode step a side stream asks L2 for the next one's weights,
  * so that HBM streams while the small kernels between them run. */
@@ -263,8 +264,15 @@ static graft_status pair_tail(cx_exec *x, cx_node *cn, cx_val *a, const void *co
     for (int d = 0; d < f.rank; d++) numel *= f.dims[d];
     if (numel != N[0] || f.norm_dim) return GRAFT_OK;
     int first = t->fz->leaf[0] == g->m[0]->n.out[0] ? 0 : 1; /* the chain's leaf 0 */
-    rc = gcuda_gemv_rows_pair_tail(a->t.dtype, a->d, w[first], w[1 - first], y[first], y[1 - first], K, N[0], &f,
-                                   (gcuda_stream)x->stream, err);
+    gops_rows_norm pn;
+    if (cn->pro && cx_pro_args(x, cn, &pn)) {
+        const void *wp[2] = {w[first], w[1 - first]};
+        void *yp[2] = {y[first], y[1 - first]};
+        rc = gcuda_gemv_rows_fused(a->t.dtype, &pn, wp, yp, N, 2, K, &f, NULL, 1, (gcuda_stream)x->stream, err);
+    } else {
+        rc = gcuda_gemv_rows_pair_tail(a->t.dtype, a->d, w[first], w[1 - first], y[first], y[1 - first], K, N[0],
+                                       &f, (gcuda_stream)x->stream, err);
+    }
     if (rc != GRAFT_OK) return rc;
     t->mm_run = x->run_no;
     *done = 1;
@@ -306,6 +314,9 @@ graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
         int done = 0;
         if ((rc = pair_tail(x, cn, a, w, y, N, K, &done, err)) != GRAFT_OK || done) return rc;
     }
+    gops_rows_norm pn;
+    if (nrows && cn->pro && cx_pro_args(x, cn, &pn))
+        return gcuda_gemv_rows_fused(a->t.dtype, &pn, w, y, N, g->n, K, NULL, NULL, 0, (gcuda_stream)x->stream, err);
     if (nrows) return gcuda_gemv_rows_multi(a->t.dtype, a->d, w, y, N, g->n, K, (gcuda_stream)x->stream, err);
     size_t wsb = 0;
     if ((rc = gcuda_gemv_multi_plan(a->t.dtype, K, N, g->n, &wsb, err)) != GRAFT_OK) return rc;
@@ -447,6 +458,7 @@ void cx_prefetch_join(cx_exec *x)
 }
 
 static void plan_tails(cx_exec *x);
+static void plan_prologue(cx_exec *x);
 
 void cx_fuse_plan(cx_exec *x)
 {
@@ -544,6 +556,7 @@ void cx_fuse_plan(cx_exec *x)
     const char *fr = getenv("GRAFT_CUDA_FUSE_ROPE");
     if (!fr || strcmp(fr, "0")) plan_rope_norm(x);
     plan_tails(x);
+    plan_prologue(x);
     plan_prefetch(x); /* after the groups: a group's first stands for it */
 }
 
@@ -663,6 +676,12 @@ graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err)
  * and the step has one row; the chain's tail (fuse 4) then has nothing to
  * do. The chain's other operands must be computed before the MatMul.
  * GRAFT_CUDA_FUSE_TAIL=0: off. */
+/* A skip RMSNorm (the prologue's second kind): its inputs input, skip, gamma, bias. */
+static int pro_norm_kind_skip(const cx_node *cn)
+{
+    return !strcmp(graft_node_domain(cn->n.src), "com.microsoft");
+}
+
 static int made_before(cx_exec *x, const rt_tensor *t, size_t i)
 {
     cx_node *p = producer(x, t);
@@ -731,4 +750,117 @@ void cx_fuse_free(cx_node *cn)
     cn->fz = NULL;
     free(cn->mg);
     cn->mg = NULL;
+}
+
+/* Norm prologues: an RMSNormalization (last axis) or a skip RMSNorm whose
+ * first output only weight MatMuls read, all of one sibling group or a
+ * single one (without a tail), is computed by their GEMV on one-row steps
+ * (gcuda_gemv_rows_fused); the norm node then only shapes its outputs (the
+ * skip norm's sum is written by the GEMV's first block).
+ * GRAFT_CUDA_FUSE_PRO=0: off. */
+static int pro_norm_kind(const cx_node *cn)
+{
+    const rt_node *n = &cn->n;
+    if (cn->place != CX_DEVICE || cn->fuse || cn->mm || !n->n_out || !n->out[0]) return 0;
+    const char *dom = graft_node_domain(n->src), *op = rt_node_op(n);
+    if (!*dom && is_norm_head(cn)) return 1;
+    if (strcmp(dom, "com.microsoft") || strcmp(op, "SkipSimplifiedLayerNormalization") || n->n_in < 3) return 0;
+    for (int j = 1; j < 3 && j < n->n_out; j++)
+        if (n->out[j] && *graft_node_output(n->src, (size_t)j)) return 0;
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] && n->in[j]->dtype != n->in[0]->dtype) return 0;
+    return 2;
+}
+
+static void plan_prologue(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_FUSE_PRO");
+    if (e && !strcmp(e, "0")) return;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *r = &x->nodes[i];
+        if (!pro_norm_kind(r)) continue;
+        const rt_tensor *o = r->n.out[0];
+        cx_node *head = NULL;
+        int readers = 0, ok = 1;
+        for (size_t k = i + 1; k < x->n_nodes && ok; k++) {
+            cx_node *m = &x->nodes[k];
+            for (int j = 0; j < m->n.n_in && ok; j++) {
+                if (m->n.in[j] != o) continue;
+                cx_node *h = m->mm == 2 ? NULL : m;
+                if (m->mm == 2) /* a later member: its group's first */
+                    for (size_t q = 0; q < k && !h; q++)
+                        if (x->nodes[q].mm == 1 && x->nodes[q].mg)
+                            for (int z = 0; z < x->nodes[q].mg->n; z++)
+                                if (x->nodes[q].mg->m[z] == m) h = &x->nodes[q];
+                ok = j == 0 && weight_matmul(m) && h && (!head || head == h);
+                head = h;
+                readers++;
+            }
+        }
+        if (!ok || !head || cx_v((rt_tensor *)o)->n_readers != readers) continue;
+        if (readers != (head->mm == 1 ? head->mg->n : 1)) continue;
+        if (head->mm == 0 && head->mt) continue; /* a single GEMV's tail and a prologue: not together */
+        if (head->mm == 1 && head->mt && (!head->mg || head->mg->n != 2)) continue;
+        head->pro = r;
+        r->pro = head;
+        r->fuse = 5;
+        x->n_pros++;
+    }
+}
+
+/* The MatMuls of a prologue's head (a group's or the one). */
+static int pro_weights_rows(cx_node *h)
+{
+    int n = h->mm == 1 && h->mg ? h->mg->n : 1;
+    for (int j = 0; j < n; j++) {
+        cx_node *m = n > 1 ? h->mg->m[j] : h;
+        if (!cx_in(m, 1) || !cx_in(m, 1)->rows) return 0;
+    }
+    return 1;
+}
+
+graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0), *g = cx_in(cn, cn->n.n_in >= 3 && pro_norm_kind_skip(cn) ? 2 : 1);
+    int skip = pro_norm_kind_skip(cn);
+    cx_val *sk = skip ? cx_in(cn, 1) : NULL, *bias = skip && cn->n.n_in > 3 ? cx_in(cn, 3) : NULL;
+    int64_t dim = a && a->t.rank ? a->t.dims[a->t.rank - 1] : 0;
+    int ok = a && a->t.present && dim > 0 && (int64_t)a->t.numel == dim && g && g->t.present &&
+             (int64_t)g->t.numel == dim && (!sk || (sk->t.present && sk->t.numel == a->t.numel)) &&
+             (!bias || !bias->t.present || (int64_t)bias->t.numel == dim) && pro_weights_rows(cn->pro) &&
+             !getenv("GRAFT_CUDA_NO_GEMV");
+    if (ok && !skip) {
+        int ax = (int)rt_attr_int(&cn->n, "axis", -1);
+        ok = ax == -1 || ax == a->t.rank - 1;
+    }
+    if (!ok) return cn->dop->run(x, cn, err);
+    graft_status rc;
+    if ((rc = cx_to_dev(x, a, err)) != GRAFT_OK || (rc = cx_to_dev(x, g, err)) != GRAFT_OK) return rc;
+    if (sk && (rc = cx_to_dev(x, sk, err)) != GRAFT_OK) return rc;
+    if (bias && bias->t.present && (rc = cx_to_dev(x, bias, err)) != GRAFT_OK) return rc;
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
+    if (!y) return err->code ? err->code : GRAFT_EIO;
+    if (skip && cn->n.n_out > 3 && *graft_node_output(cn->n.src, 3)) {
+        cx_val *sum = cx_out(x, cn, 3, a->t.dtype, a->t.rank, a->t.dims, err);
+        if (!sum) return err->code ? err->code : GRAFT_EIO;
+    }
+    cn->mm_run = x->run_no;
+    return GRAFT_OK;
+}
+
+int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)
+{
+    cx_node *r = cn->pro;
+    if (!r || r->mm_run != x->run_no) return 0;
+    int skip = pro_norm_kind_skip(r);
+    cx_val *a = cx_in(r, 0), *g = cx_in(r, skip ? 2 : 1);
+    cx_val *sk = skip ? cx_in(r, 1) : NULL, *bias = skip && r->n.n_in > 3 ? cx_in(r, 3) : NULL;
+    memset(pn, 0, sizeof *pn);
+    pn->x = a->d;
+    pn->gamma = g->d;
+    pn->skip = sk ? sk->d : NULL;
+    pn->bias = bias && bias->t.present ? bias->d : NULL;
+    if (skip && r->n.n_out > 3 && *graft_node_output(r->n.src, 3)) pn->sum = cx_v(r->n.out[3])->d;
+    pn->eps = rt_attr_float(&r->n, "epsilon", 1e-5f);
+    return 1;
 }

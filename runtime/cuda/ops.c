@@ -298,6 +298,12 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
     OUT_OR_FAIL(y);
     if (b->rows) { /* a constant weight stored [N, K] (cx_rows_plan) */
         if (nA * M == 1 && !getenv("GRAFT_CUDA_NO_GEMV")) {
+            gops_rows_norm pn;
+            if (cn->pro && cx_pro_args(x, cn, &pn)) { /* a computes here: the norm only shaped it */
+                const void *w = b->d;
+                void *yp = y->d;
+                return gcuda_gemv_rows_fused(a->t.dtype, &pn, &w, &yp, &N, 1, K, NULL, NULL, 0, STRM(x), err);
+            }
             if (cn->mt) { /* with the chain that reads y */
                 int done = 0;
                 graft_status rc = cx_tail_gemv(x, cn, a, b, y, &done, err);

@@ -994,6 +994,79 @@ static void test_gemv_tail(int dt, int K, int N)
     release_all();
 }
 
+/* gcuda_gemv_rows_fused with a norm prologue: the GEMV's x is the RMSNorm
+ * (skip: of x + skip + bias, whose sum is stored too) of its input, rounded
+ * to the dtype as the norm kernels store it, computed by each block; against
+ * the norm and the products in fp64 on that rounded x. n matrices, or a
+ * pair with gelu(y0) * y1. */
+static void test_gemv_pro(int dt, int K, std::vector<int64_t> Ns, bool skip, bool pair)
+{
+    int n = (int)Ns.size();
+    auto xin = rnd(dt, K, -2, 2), sk = rnd(dt, K), bias = rnd(dt, K, -0.5f, 0.5f), g = rnd(dt, K, 0.5f, 1.5f);
+    std::vector<float> t(K), xn(K);
+    double ss = 0;
+    for (int k = 0; k < K; k++) {
+        t[k] = skip ? xin[k] + sk[k] + bias[k] : xin[k];
+        ss += (double)t[k] * t[k];
+    }
+    double inv = 1.0 / std::sqrt(ss / K + 1e-6);
+    for (int k = 0; k < K; k++) xn[k] = round_to(dt, (float)(t[k] * inv * g[k]));
+    gops_rows_norm pn = {};
+    pn.x = dupload(dt, xin);
+    pn.gamma = dupload(dt, g);
+    pn.eps = 1e-6f;
+    if (skip) {
+        pn.skip = dupload(dt, sk);
+        pn.bias = dupload(dt, bias);
+        pn.sum = dpoisoned(dt, K);
+    }
+    std::vector<const void *> dw(n);
+    std::vector<void *> dy(n);
+    std::vector<std::vector<double>> yref(n);
+    std::string shape = fmt("K%d N", K);
+    for (int j = 0; j < n; j++) {
+        auto w = rnd(dt, (size_t)K * Ns[j], -0.1f, 0.1f);
+        dw[j] = dupload(dt, w);
+        dy[j] = dpoisoned(dt, Ns[j]);
+        shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
+        yref[j].resize(Ns[j]);
+        for (int64_t r = 0; r < Ns[j]; r++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) acc += (double)w[(size_t)r * K + k] * xn[k];
+            yref[j][r] = acc;
+        }
+    }
+    gops_fuse f;
+    memset(&f, 0, sizeof f);
+    std::vector<double> cref;
+    if (pair) { /* gelu(y0) * y1 */
+        f.rank = 1, f.dims[0] = Ns[0], f.y_dtype = dt, f.n_ins = 2, f.n_leaf = 2;
+        f.leaf[0] = dy[0], f.leaf_dtype[0] = dt, f.st[0][0] = 1;
+        f.leaf[1] = dy[1], f.leaf_dtype[1] = dt, f.st[1][0] = 1;
+        f.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+        f.y = dpoisoned(dt, Ns[0]);
+        for (int64_t r = 0; r < Ns[0]; r++)
+            cref.push_back(round_to(dt, round_to(dt, (float)gelu_tanh_ref(round_to(dt, (float)yref[0][r]))) *
+                                            round_to(dt, (float)yref[1][r])));
+    }
+    const char *name = skip ? (pair ? "gemv rows pair, skip-norm prologue" : "gemv rows, skip-norm prologue")
+                            : (pair ? "gemv rows pair, norm prologue" : "gemv rows, norm prologue");
+    for (int rep = 0; rep < 2; rep++) {
+        for (int j = 0; j < n; j++) CK(gcuda_fill_nan(dt, dy[j], Ns[j], NULL, &E));
+        CK(gcuda_gemv_rows_fused(dt, &pn, dw.data(), dy.data(), Ns.data(), n, K, pair ? &f : NULL, NULL, pair,
+                                 NULL, &E));
+        std::string sh = shape + (rep ? " again" : "");
+        for (int j = 0; j < n; j++) check(name, sh + fmt(" y%d", j), dt, ddown(dt, dy[j], Ns[j]), yref[j]);
+        if (skip) {
+            std::vector<double> sref(t.begin(), t.end());
+            check(name, sh + " sum", dt, ddown(dt, pn.sum, K), sref);
+        }
+        if (pair) check(name, sh + " gelu*mul", dt, ddown(dt, f.y, Ns[0]), cref);
+    }
+    release_all();
+}
+
 /* gops_argmax against the host's greedy loop (best = 0; x[i] > x[best]
  * moves it) on the values as stored: ties (many, in 16-bit types), all
  * equal, -inf everywhere, NaN at 0 and elsewhere, the maximum last. Exact:
@@ -1422,6 +1495,12 @@ int main(int argc, char **argv)
         test_gemv_tail(dt, 6144, 1536);
         test_gemv_tail(dt, 256, 1536);
         test_gemv_tail(dt, 1001, 300); /* the scalar kernel */
+        test_gemv_pro(dt, 1536, {2048}, false, false);
+        test_gemv_pro(dt, 1536, {2048, 256, 256}, false, false);
+        test_gemv_pro(dt, 1536, {1536}, true, false);
+        test_gemv_pro(dt, 1536, {6144, 6144}, true, true);
+        test_gemv_pro(dt, 1001, {300, 300}, true, true); /* the scalar kernel */
+        test_gemv_pro(dt, 1001, {300}, false, false);
         if (!quick) {
             test_gemv(dt, 1536, 8960);
             test_gemv(dt, 8960, 1536);
