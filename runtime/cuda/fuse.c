@@ -126,9 +126,20 @@ static int const_scalar(const rt_tensor *t, float *out)
     }
 }
 
+/* A device Cast from fp16 or bf16 to fp32 (exact). */
+static int widening_cast(const cx_node *cn)
+{
+    if (!cn || cn->place != CX_DEVICE || cn->fuse || cn->mm || *graft_node_domain(cn->n.src) ||
+        strcmp(rt_node_op(&cn->n), "Cast") || cn->n.n_in != 1 || !cn->n.in[0] || cn->n.n_out != 1 || !cn->n.out[0])
+        return 0;
+    int from = cn->n.in[0]->dtype;
+    return (from == GRAFT_DTYPE_FLOAT16 || from == GRAFT_DTYPE_BFLOAT16) && cn->n.out[0]->dtype == GRAFT_DTYPE_FLOAT;
+}
+
 /* GRAFT_CUDA_FUSE_NORM (on unless 0): D = Div(c, Sqrt(Add(ReduceMean(Mul(c, c), last axis,
  * keepdims), eps))), the RMSNorm without scale that exporters spell out (Gemma's v_norm in fp32), as one
- * norm head; *skip gets Mul, ReduceMean, Add, Sqrt. */
+ * norm head; *skip gets Mul, ReduceMean, Add, Sqrt. When c is a widening Cast read only there, the head
+ * reads the Cast's input and the Cast skips too (cx_fuse_plan). */
 static int spelled_norm(cx_exec *x, cx_node *d, cx_node *skip[4], float *eps)
 {
     const rt_node *n = &d->n;
@@ -500,6 +511,7 @@ void cx_fuse_plan(cx_exec *x)
         int norm = is_norm_head(h) ? 1 : n2 && n2[i] ? 2 : 0;
         if (!norm && !member_ins(h, &in0)) continue;
         cx_fuse f;
+        cx_node *wcast = NULL;
         memset(&f, 0, sizeof f);
         f.norm = norm;
         f.eps = norm == 2 ? n2eps[i] : 0.0f;
@@ -508,7 +520,14 @@ void cx_fuse_plan(cx_exec *x)
         if (norm == 1) {
             add_leaf(&f, h->n.in[1]); /* gamma: leaf 1 */
         } else if (norm == 2) {
-            f.leaf[f.n_leaf++] = h->n.in[0]; /* no gamma: leaf 1 holds its place, unread */
+            /* c = Cast(x) from fp16/bf16 to fp32 read only by the norm: the
+             * norm reads x itself (the widening is exact), the Cast skips */
+            cx_node *cc = producer(x, h->n.in[0]);
+            if (widening_cast(cc) && cx_v(cc->n.out[0])->n_readers == 3) {
+                f.leaf[0] = cc->n.in[0];
+                wcast = cc;
+            }
+            f.leaf[f.n_leaf++] = f.leaf[0]; /* no gamma: leaf 1 holds its place, unread */
         } else {
             if (in0.kind == GOPS_FUSE_BINARY) in0.leaf = add_leaf(&f, h->n.in[1]);
             f.ins[0] = in0;
@@ -544,6 +563,10 @@ void cx_fuse_plan(cx_exec *x)
         }
         *fp = f;
         for (int k = 0; k < f.n - 1; k++) f.m[k]->fuse = 1;
+        if (wcast) {
+            wcast->fuse = 1;
+            x->n_fused++;
+        }
         cx_node *tail = f.m[f.n - 1];
         tail->fuse = 2;
         tail->fz = fp;
