@@ -10,9 +10,8 @@
  * shuffles) and leaves the probabilities and rescale factors in shared
  * memory; then each thread accumulates D / 128 output columns for every
  * head of the group. Each split writes its unnormalised output, max and
- * sum (fp32) to the workspace; the last block of a (batch, kv head) to
- * finish (an atomic counter at the workspace's end, reset by that block)
- * merges the splits of the group's heads (attn_finish): one launch.
+ * sum (fp32) to the workspace; a second kernel merges the splits, its
+ * blocks spread over (query head, batch, 64-column slice).
  *
  * Templates: D (64, 128, 256, 512: the smallest >= head_dim, chosen at run
  * time) and GT (query heads per warp: 1, 2, 4, so up to 16 per kv head). */
@@ -29,7 +28,6 @@ struct attn_params {
     const int32_t *lens;
     float *opart; /* [B, Hq, nsplit, hd] */
     float *ml;    /* [B, Hq, nsplit, 2]: max, sum */
-    unsigned *counters; /* [B, Hkv]: splits finished (zero between calls) */
     void *out;
     int B, Hq, Hkv, G, hd, max_seq, nsplit;
     float scale, softcap;
@@ -45,54 +43,6 @@ template <typename T, int D, int GT> struct attn_layout {
     static constexpr size_t a_off = p_off + (size_t)AT_TK * GM * sizeof(float);
     static constexpr size_t bytes = a_off + (size_t)GM * sizeof(float);
 };
-
-/* The end of every split block: counted; the last of its (batch, kv head)
- * merges the splits of the group's G query heads: out = sum_s w_s o_s /
- * sum_s w_s l_s, w_s = exp(m_s - max m); a split that saw no key has l_s =
- * 0, w_s = 0 and unwritten partials (skipped). w: >= nsplit floats of the
- * block's shared memory, free now. Partials of other blocks are read past
- * L1. All threads call it. */
-template <typename T> __device__ __noinline__ void attn_finish(const attn_params &p, int b, int kh, float *w)
-{
-    __shared__ bool last;
-    __shared__ float scratch[32];
-    const int tid = threadIdx.x, ns = p.nsplit, hd = p.hd;
-    __threadfence(); /* this block's partials, before it is counted */
-    __syncthreads();
-    if (tid == 0) last = atomicAdd(&p.counters[b * p.Hkv + kh], 1u) == (unsigned)ns - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int g = 0; g < p.G; g++) {
-        const int qh = kh * p.G + g;
-        const size_t row0 = ((size_t)b * p.Hq + qh) * ns;
-        float M = -INFINITY;
-        for (int s = tid; s < ns; s += blockDim.x) {
-            float m = __ldcg(p.ml + (row0 + s) * 2), l = __ldcg(p.ml + (row0 + s) * 2 + 1);
-            if (l > 0.0f) M = fmaxf(M, m);
-        }
-        M = gc_block_max(M, scratch);
-        float den = 0.0f;
-        for (int s = tid; s < ns; s += blockDim.x) {
-            float m = __ldcg(p.ml + (row0 + s) * 2), l = __ldcg(p.ml + (row0 + s) * 2 + 1);
-            float ws = l > 0.0f ? gc_exp<T>(m - M) : 0.0f;
-            w[s] = ws;
-            den += ws * l;
-        }
-        den = gc_block_sum(den, scratch); /* ends with a barrier: w[] is complete */
-        const float inv = den > 0.0f ? 1.0f / den : 0.0f;
-        for (int col = tid; col < hd; col += blockDim.x) {
-            float o = 0.0f;
-            for (int s = 0; s < ns; s++) {
-                float ws = w[s];
-                if (ws != 0.0f) o = fmaf(ws, __ldcg(p.opart + (row0 + s) * hd + col), o);
-            }
-            ((T *)p.out)[((size_t)b * p.Hq + qh) * hd + col] = gc_to<T>(o * inv);
-        }
-        __syncthreads(); /* w[] is rewritten for the next head */
-    }
-    if (tid == 0) p.counters[b * p.Hkv + kh] = 0;
-}
 
 /* Key range [j0, j1) of split `split` for a sequence of `len` keys. */
 __device__ __forceinline__ void attn_range(const attn_params &p, int len, int split, int *j0, int *j1, int tile = AT_TK)
@@ -140,7 +90,6 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
-        attn_finish<T>(p, b, kh, reinterpret_cast<float *>(smem4));
         return;
     }
 
@@ -275,7 +224,6 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
             }
         }
     }
-    attn_finish<T>(p, b, kh, reinterpret_cast<float *>(smem4));
 }
 
 /* ------------------------------------------------------------ tensor-core split kernel (fp16, bf16) */
@@ -386,7 +334,6 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
-        attn_finish<T>(p, b, kh, reinterpret_cast<float *>(smem4));
         return;
     }
     const size_t cache_off = ((size_t)b * p.Hkv + kh) * (size_t)p.max_seq * hd;
@@ -530,7 +477,74 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             int row = g + 8 * (e >> 1), col = warp * DW + n * 8 + tig * 2 + (e & 1);
             if (row < G && col < hd) p.opart[(row0 + (size_t)row * nsplit) * hd + col] = o[n][e];
         }
-    attn_finish<T>(p, b, kh, reinterpret_cast<float *>(smem4));
+}
+
+/* Merges the splits of one (query head, batch) for 64 output columns
+ * (grid.z): out = sum_s w_s o_s / sum_s w_s l_s, w_s = exp(m_s - max m);
+ * splits that saw no key have l_s = 0, w_s = 0 and unwritten partials (skipped). Thread
+ * (c, grp) adds four columns c*4.. over the splits grp, grp + 16, ...; the
+ * 16 groups are then added in shared memory (a fixed order). */
+#define AT_CB_THREADS 256
+#define AT_CB_COLS 64
+template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_combine_kernel(attn_params p)
+{
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
+    constexpr int C = AT_CB_COLS / 4, GROUPS = AT_CB_THREADS / C;
+    extern __shared__ float w[]; /* [nsplit] (allocation padded) */
+    __shared__ float scratch[32];
+    __shared__ float4 red[GROUPS][C];
+    const int qh = blockIdx.x, b = blockIdx.y, ns = p.nsplit, hd = p.hd, tid = threadIdx.x;
+    const int c0 = blockIdx.z * AT_CB_COLS;
+    const size_t row0 = ((size_t)b * p.Hq + qh) * ns;
+    float M = -INFINITY;
+    for (int s = tid; s < ns; s += AT_CB_THREADS) {
+        float m = p.ml[(row0 + s) * 2], l = p.ml[(row0 + s) * 2 + 1];
+        if (l > 0.0f) M = fmaxf(M, m);
+    }
+    M = gc_block_max(M, scratch);
+    float den = 0.0f;
+    for (int s = tid; s < ns; s += AT_CB_THREADS) {
+        float m = p.ml[(row0 + s) * 2], l = p.ml[(row0 + s) * 2 + 1];
+        float ws = l > 0.0f ? gc_exp<T>(m - M) : 0.0f;
+        w[s] = ws;
+        den += ws * l;
+    }
+    den = gc_block_sum(den, scratch); /* ends with a barrier: w[] is complete */
+    const int c = tid % C, grp = tid / C, col = c0 + 4 * c;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (col < hd) {
+        const float *base = p.opart + row0 * hd + col;
+#pragma unroll 4
+        for (int s = grp; s < ns; s += GROUPS) {
+            float ws = w[s];
+            if (ws == 0.0f) continue; /* a split that saw no key: its partials are not written */
+            float4 v = *reinterpret_cast<const float4 *>(base + (size_t)s * hd);
+            o.x = fmaf(ws, v.x, o.x);
+            o.y = fmaf(ws, v.y, o.y);
+            o.z = fmaf(ws, v.z, o.z);
+            o.w = fmaf(ws, v.w, o.w);
+        }
+    }
+    red[grp][c] = o;
+    __syncthreads();
+    if (tid < AT_CB_COLS && c0 + tid < hd) {
+        float inv = den > 0.0f ? 1.0f / den : 0.0f, sum = 0.0f;
+        const float *r = reinterpret_cast<const float *>(&red[0][0]);
+        for (int g = 0; g < GROUPS; g++) sum += r[g * AT_CB_COLS + tid];
+        ((T *)p.out)[((size_t)b * p.Hq + qh) * hd + c0 + tid] = gc_to<T>(sum * inv);
+    }
+}
+
+static graft_status attn_combine_go(int dtype, const attn_params *p, gcuda_stream s, graft_error *err)
+{
+    dim3 cgrid((unsigned)p->Hq, (unsigned)p->B, (unsigned)((p->hd + AT_CB_COLS - 1) / AT_CB_COLS));
+    size_t smem = ((size_t)p->nsplit + 4) * sizeof(float);
+    GCUDA_DISPATCH(dtype, "gcuda_attn_decode", {
+        gc_launch(gcuda_pdl_all(), (attn_combine_kernel<T>), cgrid, AT_CB_THREADS, smem, s, *p);
+        GCUDA_CHECK_LAUNCH("attn_combine_kernel");
+    });
+    return GRAFT_OK;
 }
 
 /* plan: sets *occ (blocks per SM) only; run: launches the split kernel. */
@@ -546,7 +560,6 @@ static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stre
         smem = attn_layout<T, D, GT>::bytes;
         kern = attn_split_kernel<T, D, GT>;
     }
-    if (smem < (size_t)p->nsplit * sizeof(float)) smem = (size_t)p->nsplit * sizeof(float); /* attn_finish's w[] */
     GCUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     if (plan) {
         GCUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, AT_THREADS, smem));
@@ -624,15 +637,12 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->window_left = a->window_left;
     p->opart = NULL;
     p->ml = NULL;
-    p->counters = NULL;
     return GRAFT_OK;
 }
 
-/* partials, max and sum, then the counters (attn_finish) */
 static size_t attn_ws_bytes(const attn_params *p)
 {
-    return (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float) +
-           (size_t)p->B * p->Hkv * sizeof(unsigned);
+    return (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float);
 }
 
 extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_error *err)
@@ -682,10 +692,9 @@ extern "C" graft_status gcuda_attn_decode(const gcuda_attn_decode_args *a, gcuda
                           need);
     p.opart = (float *)a->ws;
     p.ml = p.opart + (size_t)p.B * p.Hq * p.nsplit * p.hd;
-    p.counters = (unsigned *)(p.ml + (size_t)p.B * p.Hq * p.nsplit * 2);
     GCUDA_DISPATCH(a->dtype, "gcuda_attn_decode", {
         st = attn_d<T>(dt, gt, &p, 0, NULL, s, err);
         if (st) return st;
     });
-    return GRAFT_OK;
+    return attn_combine_go(a->dtype, &p, s, err);
 }

@@ -172,9 +172,7 @@ typedef struct gcuda_attn_decode_args {
                                  * one has passed on the device); 1: the CUDA-core kernel;
                                  * 2: tensor cores (mma.sync) for fp16/bf16, the CUDA-core
                                  * kernel for fp32. Plan and run with the same value. */
-    void *ws;                   /* workspace of ws_bytes (gcuda_attn_decode_plan); its last
-                                 * 4 * batch * kv_heads bytes (counters) zero before the first
-                                 * call: each call leaves them so */
+    void *ws;                   /* workspace of ws_bytes (gcuda_attn_decode_plan) */
     size_t ws_bytes;
 } gcuda_attn_decode_args;
 
