@@ -285,6 +285,9 @@ graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err);
 /* MatMul cn (pro set): the norm its GEMV computes, when the norm deferred
  * to it this run; 0 otherwise. */
 int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn);
+/* MatMul cn will not compute its norm this run after all: the norm runs now
+ * (its output then holds the values; a no-op when it did not defer). */
+graft_status cx_pro_materialize(cx_exec *x, cx_node *cn, graft_error *err);
 /* A fuse 4 node: nothing when its MatMul ran its chain this run, else the chain. */
 graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);

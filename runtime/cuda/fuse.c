@@ -295,8 +295,10 @@ graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
     struct cx_mgroup *g = cn->mg;
     cx_val *a = cx_in(cn, 0);
     int64_t K = a->t.rank ? a->t.dims[a->t.rank - 1] : 0;
-    if (!a->t.present || a->t.rank < 2 || (int64_t)a->t.numel != K || getenv("GRAFT_CUDA_NO_GEMV"))
-        return cn->dop->run(x, cn, err);
+    if (!a->t.present || a->t.rank < 2 || (int64_t)a->t.numel != K || getenv("GRAFT_CUDA_NO_GEMV")) {
+        graft_status rc = cx_pro_materialize(x, cn, err); /* each member reads a itself */
+        return rc != GRAFT_OK ? rc : cn->dop->run(x, cn, err);
+    }
     const void *w[GCUDA_GEMV_MAX];
     void *y[GCUDA_GEMV_MAX];
     int64_t N[GCUDA_GEMV_MAX];
@@ -869,6 +871,14 @@ graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err)
     }
     cn->mm_run = x->run_no;
     return GRAFT_OK;
+}
+
+graft_status cx_pro_materialize(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_node *r = cn->pro;
+    if (!r || r->fuse != 5 || r->mm_run != x->run_no) return GRAFT_OK;
+    r->mm_run = 0;
+    return r->dop->run(x, r, err);
 }
 
 int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)

@@ -296,6 +296,8 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, b, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, ro + 2, od, err);
     OUT_OR_FAIL(y);
+    if (!(b->rows && nA * M == 1 && !getenv("GRAFT_CUDA_NO_GEMV"))) /* no prologue here: a must hold the norm */
+        TRY(cx_pro_materialize(x, cn, err));
     if (b->rows) { /* a constant weight stored [N, K] (cx_rows_plan) */
         if (nA * M == 1 && !getenv("GRAFT_CUDA_NO_GEMV")) {
             gops_rows_norm pn;
