@@ -357,47 +357,61 @@ static void test_gemv(int dt, int K, int N)
     release_all();
 }
 
-/* ------------------------------------------------------------ GEMM (prefill) */
+/* n matrices of one x for the GEMV tests: x, each W (K x N[j] values in
+ * the layout the test gives them), poisoned outputs, the shape's name. */
+struct gemv_mats {
+    std::vector<float> x;
+    void *dx;
+    std::vector<std::vector<float>> w;
+    std::vector<const void *> dw;
+    std::vector<void *> dy;
+    std::string shape;
+};
 
-/* gops_gemm, the executor's MatMul of more than one row: C[b] = A[b] B[b],
- * A shared across the batch when shared_a (ONNX MatMul broadcasting); each
- * product twice (the second from the plan cache), through cuBLASLt and
- * through the cuBLAS fallback (GRAFT_CUDA_NO_LT=1). */
+static gemv_mats gemv_mats_make(int dt, int K, const std::vector<int64_t> &Ns)
+{
+    gemv_mats m;
+    int n = (int)Ns.size();
+    m.x = rnd(dt, K);
+    m.dx = dupload(dt, m.x);
+    m.w.resize(n);
+    m.dw.resize(n);
+    m.dy.resize(n);
+    m.shape = fmt("K%d N", K);
+    for (int j = 0; j < n; j++) {
+        m.w[j] = rnd(dt, (size_t)K * Ns[j]);
+        m.dw[j] = dupload(dt, m.w[j]);
+        m.dy[j] = dpoisoned(dt, Ns[j]);
+        m.shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
+    }
+    return m;
+}
+
 /* gcuda_gemv_multi: n GEMVs of one x in one launch (q/k/v, gate/up), each
  * output against its own fp64 reference, twice (split-K counters reset). */
 static void test_gemv_multi(int dt, int K, std::vector<int64_t> Ns)
 {
     int n = (int)Ns.size();
-    auto x = rnd(dt, K);
-    void *dx = dupload(dt, x);
-    std::vector<std::vector<float>> w(n);
-    std::vector<const void *> dw(n);
-    std::vector<void *> dy(n);
-    std::string shape = fmt("K%d N", K);
-    for (int j = 0; j < n; j++) {
-        w[j] = rnd(dt, (size_t)K * Ns[j]);
-        dw[j] = dupload(dt, w[j]);
-        dy[j] = dpoisoned(dt, Ns[j]);
-        shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
-    }
+    gemv_mats m = gemv_mats_make(dt, K, Ns);
+    const std::vector<float> &x = m.x;
     size_t wsb;
     CK(gcuda_gemv_multi_plan(dt, K, Ns.data(), n, &wsb, &E));
     void *ws = wsb ? dalloc(wsb) : NULL;
     if (wsb) CK(gcuda_memset(ws, 0, wsb, NULL, &E));
     for (int rep = 0; rep < 2; rep++) {
-        for (int j = 0; j < n; j++) CK(gcuda_fill_nan(dt, dy[j], Ns[j], NULL, &E));
-        CK(gcuda_gemv_multi(dt, dx, dw.data(), dy.data(), Ns.data(), n, K, ws, wsb, NULL, &E));
+        for (int j = 0; j < n; j++) CK(gcuda_fill_nan(dt, m.dy[j], Ns[j], NULL, &E));
+        CK(gcuda_gemv_multi(dt, m.dx, m.dw.data(), m.dy.data(), Ns.data(), n, K, ws, wsb, NULL, &E));
         std::vector<float> got;
         std::vector<double> ref;
         for (int j = 0; j < n; j++) {
-            auto g = ddown(dt, dy[j], Ns[j]);
+            auto g = ddown(dt, m.dy[j], Ns[j]);
             got.insert(got.end(), g.begin(), g.end());
             std::vector<double> r(Ns[j], 0.0);
             for (int k = 0; k < K; k++)
-                for (int64_t c = 0; c < Ns[j]; c++) r[c] += (double)x[k] * w[j][(size_t)k * Ns[j] + c];
+                for (int64_t c = 0; c < Ns[j]; c++) r[c] += (double)x[k] * m.w[j][(size_t)k * Ns[j] + c];
             ref.insert(ref.end(), r.begin(), r.end());
         }
-        check("gemv multi", shape + (rep ? " again" : ""), dt, got, ref);
+        check("gemv multi", m.shape + (rep ? " again" : ""), dt, got, ref);
     }
     release_all();
 }
@@ -408,42 +422,40 @@ static void test_gemv_multi(int dt, int K, std::vector<int64_t> Ns)
 static void test_gemv_rows(int dt, int K, std::vector<int64_t> Ns)
 {
     int n = (int)Ns.size();
-    auto x = rnd(dt, K);
-    void *dx = dupload(dt, x);
-    std::vector<std::vector<float>> w(n);
-    std::vector<const void *> dw(n);
-    std::vector<void *> dy(n);
+    gemv_mats m = gemv_mats_make(dt, K, Ns);
+    const std::vector<float> &x = m.x;
     std::vector<double> ref;
-    std::string shape = fmt("K%d N", K);
     for (int j = 0; j < n; j++) {
-        w[j] = rnd(dt, (size_t)K * Ns[j]);
-        dw[j] = dupload(dt, w[j]);
-        dy[j] = dpoisoned(dt, Ns[j]);
-        shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
         for (int64_t r = 0; r < Ns[j]; r++) {
             double acc = 0.0;
-            for (int k = 0; k < K; k++) acc += (double)w[j][(size_t)r * K + k] * x[k];
+            for (int k = 0; k < K; k++) acc += (double)m.w[j][(size_t)r * K + k] * x[k];
             ref.push_back(acc);
         }
     }
     for (int unroll : {0, 2, 8, 16}) /* 0: the default (4) */
         for (int rep = 0; rep < 2; rep++) {
-            for (int j = 0; j < n; j++) CK(gcuda_fill_nan(dt, dy[j], Ns[j], NULL, &E));
+            for (int j = 0; j < n; j++) CK(gcuda_fill_nan(dt, m.dy[j], Ns[j], NULL, &E));
             if (n > 1 && unroll) continue;
-            if (n > 1) CK(gcuda_gemv_rows_multi(dt, dx, dw.data(), dy.data(), Ns.data(), n, K, NULL, &E));
-            else if (unroll) CK(gcuda_gemv_rows_tuned(dt, dx, dw[0], dy[0], K, Ns[0], unroll, NULL, &E));
-            else CK(gcuda_gemv_rows(dt, dx, dw[0], dy[0], K, Ns[0], NULL, &E));
+            if (n > 1) CK(gcuda_gemv_rows_multi(dt, m.dx, m.dw.data(), m.dy.data(), Ns.data(), n, K, NULL, &E));
+            else if (unroll) CK(gcuda_gemv_rows_tuned(dt, m.dx, m.dw[0], m.dy[0], K, Ns[0], unroll, NULL, &E));
+            else CK(gcuda_gemv_rows(dt, m.dx, m.dw[0], m.dy[0], K, Ns[0], NULL, &E));
             std::vector<float> got;
             for (int j = 0; j < n; j++) {
-                auto g = ddown(dt, dy[j], Ns[j]);
+                auto g = ddown(dt, m.dy[j], Ns[j]);
                 got.insert(got.end(), g.begin(), g.end());
             }
             check(unroll ? fmt("gemv rows, unroll %d", unroll).c_str() : n > 1 ? "gemv rows multi" : "gemv rows",
-                  shape + (rep ? " again" : ""), dt, got, ref);
+                  m.shape + (rep ? " again" : ""), dt, got, ref);
         }
     release_all();
 }
 
+/* ------------------------------------------------------------ GEMM (prefill) */
+
+/* gops_gemm, the executor's MatMul of more than one row: C[b] = A[b] B[b],
+ * A shared across the batch when shared_a (ONNX MatMul broadcasting); each
+ * product twice (the second from the plan cache), through cuBLASLt and
+ * through the cuBLAS fallback (GRAFT_CUDA_NO_LT=1). */
 static void test_gemm(int dt, int M, int N, int K, int batch, bool shared_a)
 {
     int64_t sa = shared_a ? 0 : (int64_t)M * K, sb = (int64_t)K * N, sc = (int64_t)M * N;
