@@ -10,8 +10,8 @@
  * stored type, so the results are those of the unfused nodes.
  * Sibling MatMuls (the same activation times constant [K, N] weights: q/k/v,
  * gate/up) form a group whose first node, on a one-row step, runs all their
- * GEMVs in one launch (gcuda_gemv_multi); the others then find their output
- * made. GRAFT_CUDA_FUSE=0 turns both off; GRAFT_CUDA_CHECK=1 (node by node
+ * GEMVs in one launch (gcuda_gemv_rows_multi on weights stored [N, K],
+ * gcuda_gemv_multi otherwise); the others then find their output made. GRAFT_CUDA_FUSE=0 turns both off; GRAFT_CUDA_CHECK=1 (node by node
  * against the CPU kernels) runs unfused. Also here: the RMSNorm without
  * scale that exporters spell out (Mul, ReduceMean, Add, Sqrt, Div) as a
  * chain head (GRAFT_CUDA_FUSE_NORM=0: not); an RMSNorm feeding a
