@@ -10,7 +10,7 @@
 #           into .devcarry-all: 5 MB instead of 45, the call's tree stays under 64 MiB)
 #   device: run tool, carry [".whl", ".devcarry-all"], timeout_s 600:
 #           bash bench/cuda_all_device.sh run [STEPS]
-#   STEPS (default "kernels verify profile bench sanitize"): any of them, in that order.
+#   STEPS (default "kernels verify profile nsys bench sanitize"): any of them, in that order.
 # DEADLINE_S (default 570): no step starts that cannot finish before it.
 set -u
 if [ "${1:-}" = prepare ]; then
@@ -39,7 +39,7 @@ DEADLINE_S=${DEADLINE_S:-570}
 RES=${OUT:-/tmp/cuda-all}   # what comes back: logs.tgz, profile.log, RESULTS.part.md
 OUT=/tmp/cuda-all-logs
 mkdir -p "$OUT" "$RES"
-STEPS=" ${*:-kernels verify profile bench sanitize} "
+STEPS=" ${*:-kernels verify profile nsys bench sanitize} "
 left() { echo $((DEADLINE_S - ($(date +%s) - T0))); }
 step() { echo "=== [$(($(date +%s) - T0)) s] $*"; }
 has() { case "$STEPS" in *" $1 "*) return 0 ;; esac; return 1; }
@@ -47,7 +47,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 cat .devcarry-rt/COMMIT
 
 GEN=
-if has profile || has bench; then
+if has profile || has nsys || has bench; then
     step "E2B pipeline generation in the background"
     (python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
         PYTHONPATH=/tmp/site timeout 330 python3 tools/fixtures/make_gemma4_e2b.py /tmp/e2b >"$OUT/e2b.log" 2>&1) &
@@ -103,6 +103,30 @@ if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; th
         echo "$v: $(env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib $v .devcarry-rt/graft bench /tmp/e2b/export --device cuda \
             --prompt-tokens 2048 --new-tokens 4 --repeat 2 2>&1 | grep -E "tok/s" | cut -c1-200)"
     done
+fi
+if has nsys && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 90 ]; then
+    # where a replayed step's GPU time goes, kernel by kernel, without the
+    # event nodes GRAFT_CUDA_PROFILE=graph adds (when the machine has nsys)
+    NSYS=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null | head -1)
+    step "nsys: kernels of 64 decode steps (${NSYS:-no nsys on this machine})"
+    if [ -n "$NSYS" ]; then
+        env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib timeout 120 "$NSYS" profile -o /tmp/e2b-nsys --force-overwrite true \
+            --trace cuda --cuda-graph-trace node .devcarry-rt/graft bench /tmp/e2b/export --device cuda \
+            --prompt-tokens 128 --new-tokens 64 >"$OUT/nsys.log" 2>&1
+        timeout 120 "$NSYS" stats --report cuda_gpu_kern_sum --format csv /tmp/e2b-nsys.nsys-rep >"$OUT/nsys_kern.csv" 2>&1
+        echo "nsys rc=$?; the kernels by total time (name, calls, total us, mean us):"
+        python3 - "$OUT/nsys_kern.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 8]
+while rows and "Name" not in rows[0]:
+    rows.pop(0)
+if rows:
+    h = rows[0]
+    ti, ci, mi, ni = (h.index(k) for k in ("Total Time (ns)", "Instances", "Avg (ns)", "Name"))
+    for r in rows[1:26]:
+        print("  %-70s %6s %10.1f %8.2f" % (r[ni][:70], r[ci], float(r[ti]) / 1e3, float(r[mi]) / 1e3))
+PY
+    fi
 fi
 if has bench && [ "$(left)" -gt 90 ]; then
     step "E2B benchmark"
