@@ -1,6 +1,7 @@
 /* node_runner: runs ONNX backend node test cases on graft's CPU runtime.
  *
  *   node_runner [--rtol R --atol A] TEST_DIR...
+ *   node_runner --report TEST_DIR   every float output's normwise error
  *   node_runner --list-kernels      (domain op since until, one per line)
  *
  * TEST_DIR holds model.onnx and test_data_set_N/{input,output}_K.pb. For
@@ -9,7 +10,10 @@
  * Inputs bind to the graph inputs that have no initializer, in order;
  * outputs compare with the graph outputs in order: same dtype and shape,
  * exact for integers and bool, |got - want| <= atol + rtol * |want| for
- * floating types (NaN matches NaN). Exit 0 unless usage is wrong. */
+ * floating types (NaN matches NaN). Exit 0 unless usage is wrong.
+ * --report prints, for every floating output in order, max |got - want|,
+ * max |want| and their ratio (a model whose intermediates were made graph
+ * outputs, against onnxruntime's values: where two runtimes part). */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +28,7 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 static double rtol = 1e-3, abs_tol = 1e-7;
+static int report;
 
 static double elem(const void *data, int dtype, uint64_t i, int *ok)
 {
@@ -84,6 +89,33 @@ static int compare(const graft_array *got, const graft_tensor *want, char *why, 
     }
     free(w);
     return ok;
+}
+
+/* --report: one line for a floating output of the expected shape. */
+static void normwise(const char *name, const graft_array *got, const graft_tensor *want)
+{
+    int dt = graft_tensor_dtype(want);
+    uint64_t n = graft_tensor_numel(want);
+    size_t nb = (size_t)graft_tensor_nbytes(want);
+    if (got->dtype != dt || (size_t)got->nbytes != nb) {
+        printf("  %-70s dtype or size differs\n", name);
+        return;
+    }
+    void *w = malloc(nb ? nb : 1);
+    graft_error err = {0};
+    if (!w || graft_tensor_read(want, w, nb, &err) != GRAFT_OK) {
+        free(w);
+        return;
+    }
+    double dmax = 0, wmax = 0;
+    int ok = 1;
+    for (uint64_t i = 0; i < n && ok; i++) {
+        double a = elem(got->data, dt, i, &ok), b = elem(w, dt, i, &ok);
+        if (fabs(a - b) > dmax || isnan(a - b)) dmax = isnan(a - b) ? INFINITY : fabs(a - b);
+        if (fabs(b) > wmax) wmax = fabs(b);
+    }
+    if (ok) printf("  %-70s %10.3g %10.3g %10.3g\n", name, dmax, wmax, wmax > 0 ? dmax / wmax : dmax);
+    free(w);
 }
 
 static int run_set(graft_model *m, graft_session *s, const char *set_dir, char *why, size_t cap,
@@ -156,7 +188,8 @@ static int run_set(graft_model *m, graft_session *s, const char *set_dir, char *
             goto done;
         }
         char w2[400];
-        int same = compare(&got, w, w2, sizeof w2);
+        if (report) normwise(name, &got, w);
+        int same = report || compare(&got, w, w2, sizeof w2);
         graft_tensor_free(w);
         if (!same) {
             snprintf(why, cap, "output '%s': %s", name, w2);
@@ -227,10 +260,11 @@ int main(int argc, char **argv)
     for (; i < argc; i++) {
         if (strcmp(argv[i], "--rtol") == 0 && i + 1 < argc) rtol = atof(argv[++i]);
         else if (strcmp(argv[i], "--atol") == 0 && i + 1 < argc) abs_tol = atof(argv[++i]);
+        else if (strcmp(argv[i], "--report") == 0) report = 1;
         else break;
     }
     if (i >= argc) {
-        fprintf(stderr, "usage: node_runner [--rtol R --atol A] TEST_DIR...\n");
+        fprintf(stderr, "usage: node_runner [--rtol R --atol A | --report] TEST_DIR...\n");
         return 2;
     }
     for (; i < argc; i++) {
