@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """graft's CPU runtime on every composed fixture against its ONNX Runtime
 golden (graft verify), graft generate --json against the same golden, and
-bad input for generate.
+bad input for generate. With --runner: the op-by-op comparison
+(tools/intermediates.py, node_runner --report) on an fp32 fixture.
 
-    test_decode.py --graft build/graft [--fixtures tests/fixtures]
+    test_decode.py --graft build/graft [--fixtures tests/fixtures] [--runner build/tests/node_runner]
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--graft", required=True)
     ap.add_argument("--fixtures", default="tests/fixtures")
+    ap.add_argument("--runner")
     a = ap.parse_args()
     g = a.graft
     fixtures = sorted(d for d in os.listdir(a.fixtures)
@@ -117,6 +119,23 @@ def main() -> int:
             p = run([g, "generate", wd, "--ids", "2,3,4"])
             check(p.returncode == 2 and "input_ids" in p.stderr or "float" in p.stderr,
                   f"wrong input dtype: exit {p.returncode} ({p.stderr.strip()[-160:]})")
+        # op by op against onnxruntime: every float intermediate of one prefill
+        # of an fp32 export, each within 1e-4 of its scale (normwise)
+        fp32 = [f for f in exports if json.load(open(os.path.join(a.fixtures, f, "golden.ort.json")))
+                ["model"]["precision"] == "fp32"]
+        if a.runner and fp32:
+            f = "gemma4-mobius" if "gemma4-mobius" in fp32 else fp32[0]
+            nt = os.path.join(work, "intermediates")
+            tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "intermediates.py")
+            p = run([sys.executable, tool, exports[f], nt])
+            check(p.returncode == 0, f"{f}: tools/intermediates.py ({p.stderr.strip()[-160:]})")
+            p = run([a.runner, "--report", nt])
+            rows = [ln.split() for ln in p.stdout.splitlines() if ln.startswith("  ")]
+            worst = max(((float(r[3]), r[0]) for r in rows if len(r) == 4), default=(float("inf"), "none"))
+            logits = [float(r[3]) for r in rows if len(r) == 4 and r[0] == "logits"]
+            check(p.returncode == 0 and len(rows) > 10 and logits and worst[0] < 1e-4,
+                  f"{f}: node_runner --report: {len(rows)} outputs, logits at {logits[0] if logits else '?'} of "
+                  f"their scale, the worst {worst[1]} at {worst[0]:.3g}")
         # a huge prompt: an error with a message (out of range, or a buffer
         # larger than the machine's memory), never a signal or the OOM killer
         for f in [x for x in ("mixed-heads", next(iter(exports), None)) if x in exports]:
