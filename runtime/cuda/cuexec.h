@@ -200,7 +200,7 @@ struct cx_exec {
     cx_node *now;         /* the node running (eager or captured run) */
     char rp_why[200];     /* why the last replay was refused ("" : none) */
     char sync_why[200];   /* the last copy back to the host that a host node waited for */
-    char desc2[1024];
+    char desc2[2048];
     int64_t *amax_d, *amax_h; /* argmax: device result and its pinned copy */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
