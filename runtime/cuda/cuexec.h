@@ -123,7 +123,7 @@ struct cx_node {
                         * GEMV's launch when it can, mm_run telling it so; 5: an RMSNorm (or skip RMSNorm)
                         * whose MatMul(s) (pro) compute it in their GEMV: when they can this run, it only shapes
                         * its outputs and sets mm_run */
-    struct cx_node *rope_norm; /* RotaryEmbedding: the RMSNorm (fuse 3) it applies first (GRAFT_CUDA_FUSE_ROPE=1) */
+    struct cx_node *rope_norm; /* RotaryEmbedding: the RMSNorm (fuse 3) it applies first (GRAFT_CUDA_FUSE_ROPE=0: not) */
     struct cx_fuse *fz; /* the tail's chain (runtime/cuda/fuse.c) */
     int mm;             /* sibling MatMuls: 1 the group's first (runs their GEMVs), 2 a later one */
     struct cx_mgroup *mg; /* the first's group */
