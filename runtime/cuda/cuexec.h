@@ -204,6 +204,7 @@ struct cx_exec {
     int64_t *amax_d, *amax_h; /* argmax: device result and its pinned copy */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
+    bool no_gemv;                   /* GRAFT_CUDA_NO_GEMV: one-row MatMuls on cuBLAS too (read once) */
     size_t n_rows;                  /* MatMul weights stored one output per row */
     size_t n_tails;                 /* MatMuls whose GEMV runs the chain after it */
     size_t n_pros;                  /* norms computed by the GEMV after them */

@@ -537,6 +537,7 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->no_replay = rpl && !strcmp(rpl, "0");
     x->tty = isatty(2);
     x->up_shown = -1;
+    x->no_gemv = getenv("GRAFT_CUDA_NO_GEMV") != NULL;
     const char *prof = getenv("GRAFT_CUDA_PROFILE");
     x->prof = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "sync") ? 2 : !strcmp(prof, "graph") ? 3 : 1;
     cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);

@@ -295,7 +295,7 @@ graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
     struct cx_mgroup *g = cn->mg;
     cx_val *a = cx_in(cn, 0);
     int64_t K = a->t.rank ? a->t.dims[a->t.rank - 1] : 0;
-    if (!a->t.present || a->t.rank < 2 || (int64_t)a->t.numel != K || getenv("GRAFT_CUDA_NO_GEMV")) {
+    if (!a->t.present || a->t.rank < 2 || (int64_t)a->t.numel != K || x->no_gemv) {
         graft_status rc = cx_pro_materialize(x, cn, err); /* each member reads a itself */
         return rc != GRAFT_OK ? rc : cn->dop->run(x, cn, err);
     }
@@ -853,7 +853,7 @@ graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err)
     int ok = a && a->t.present && dim > 0 && (int64_t)a->t.numel == dim && g && g->t.present &&
              (int64_t)g->t.numel == dim && (!sk || (sk->t.present && sk->t.numel == a->t.numel)) &&
              (!bias || !bias->t.present || (int64_t)bias->t.numel == dim) && pro_weights_rows(cn->pro) &&
-             !getenv("GRAFT_CUDA_NO_GEMV");
+             !x->no_gemv;
     if (ok && !skip) {
         int ax = (int)rt_attr_int(&cn->n, "axis", -1);
         ok = ax == -1 || ax == a->t.rank - 1;

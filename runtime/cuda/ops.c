@@ -296,10 +296,11 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
     TRY(cx_to_dev(x, b, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, ro + 2, od, err);
     OUT_OR_FAIL(y);
-    if (!(b->rows && nA * M == 1 && !getenv("GRAFT_CUDA_NO_GEMV"))) /* no prologue here: a must hold the norm */
+    const bool gemv = nA * M == 1 && !x->no_gemv; /* one row: the bandwidth-bound GEMV */
+    if (!(b->rows && gemv)) /* no prologue here: a must hold the norm */
         TRY(cx_pro_materialize(x, cn, err));
     if (b->rows) { /* a constant weight stored [N, K] (cx_rows_plan) */
-        if (nA * M == 1 && !getenv("GRAFT_CUDA_NO_GEMV")) {
+        if (gemv) {
             gops_rows_norm pn;
             if (cn->pro && cx_pro_args(x, cn, &pn)) { /* a computes here: the norm only shaped it */
                 const void *w = b->d;
@@ -315,7 +316,7 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
         }
         return gops_gemm_bt(x->blas, a->t.dtype, nA * M, N, K, a->d, 0, b->d, 0, y->d, 0, 1, STRM(x), err);
     }
-    if (nB == 1 && nA * M == 1 && !getenv("GRAFT_CUDA_NO_GEMV")) { /* one row: the bandwidth-bound GEMV */
+    if (nB == 1 && gemv) {
         size_t wsb = 0;
         graft_status rc = gcuda_gemv_plan(a->t.dtype, K, N, &wsb, err);
         if (rc == GRAFT_OK) {
