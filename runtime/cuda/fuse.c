@@ -255,9 +255,15 @@ static void plan_siblings(cx_exec *x)
     }
 }
 
-/* The group's first node: all the GEMVs in one launch on a one-row step
- * (the others' outputs made here, marked for this run), else its own. */
 static graft_status fuse_build(cx_exec *x, cx_node *cn, gops_fuse *gp, graft_error *err);
+
+/* Elements of a chain's output. */
+static int64_t fuse_numel(const gops_fuse *f)
+{
+    int64_t n = 1;
+    for (int d = 0; d < f->rank; d++) n *= f->dims[d];
+    return n;
+}
 
 /* A pair group's GEMVs with the chain after them (gelu(gate) * up): 1 in
  * *done when it ran; the outputs w/y/N are made, in group order. */
@@ -271,9 +277,7 @@ static graft_status pair_tail(cx_exec *x, cx_node *cn, cx_val *a, const void *co
     gops_fuse f;
     graft_status rc = fuse_build(x, t, &f, err);
     if (rc != GRAFT_OK) return rc;
-    int64_t numel = 1;
-    for (int d = 0; d < f.rank; d++) numel *= f.dims[d];
-    if (numel != N[0] || f.norm_dim) return GRAFT_OK;
+    if (fuse_numel(&f) != N[0] || f.norm_dim) return GRAFT_OK;
     int first = t->fz->leaf[0] == g->m[0]->n.out[0] ? 0 : 1; /* the chain's leaf 0 */
     gops_rows_norm pn;
     if (cn->pro && cx_pro_args(x, cn, &pn)) {
@@ -290,6 +294,8 @@ static graft_status pair_tail(cx_exec *x, cx_node *cn, cx_val *a, const void *co
     return GRAFT_OK;
 }
 
+/* The group's first node: all the GEMVs in one launch on a one-row step
+ * (the others' outputs made here, marked for this run), else its own. */
 graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
 {
     struct cx_mgroup *g = cn->mg;
@@ -675,9 +681,7 @@ graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val 
     gops_fuse g;
     graft_status rc = fuse_build(x, t, &g, err);
     if (rc != GRAFT_OK) return rc;
-    int64_t numel = 1;
-    for (int d = 0; d < g.rank; d++) numel *= g.dims[d];
-    if (numel != N || (g.norm_dim && g.norm_dim != N)) return GRAFT_OK; /* broadcast past y: the chain runs alone */
+    if (fuse_numel(&g) != N || (g.norm_dim && g.norm_dim != N)) return GRAFT_OK; /* broadcast past y: alone */
     unsigned *counter = NULL;
     if (g.norm_dim && !(counter = cx_workspace(x, cn, sizeof *counter, err))) return err->code;
     rc = gcuda_gemv_rows_tail(a->t.dtype, a->d, b->d, y->d, K, N, &g, counter, (gcuda_stream)x->stream, err);
@@ -694,18 +698,6 @@ graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err)
     return cx_fuse_run(x, cn, err);
 }
 
-/* GEMV tails: a weight MatMul (not grouped) whose output is read only by
- * the head of a fused chain (an elementwise one, or one headed by an
- * RMSNorm over that output), or by a lone RMSNorm, runs that chain in its
- * GEMV's launch (gcuda_gemv_rows_tail) when its weight is stored [N, K]
- * and the step has one row; the chain's tail (fuse 4) then has nothing to
- * do. The chain's other operands must be computed before the MatMul.
- * GRAFT_CUDA_FUSE_TAIL=0: off. */
-/* A skip RMSNorm (the prologue's second kind): its inputs input, skip, gamma, bias. */
-static int pro_norm_kind_skip(const cx_node *cn)
-{
-    return !strcmp(graft_node_domain(cn->n.src), "com.microsoft");
-}
 
 static int made_before(cx_exec *x, const rt_tensor *t, size_t i)
 {
@@ -713,6 +705,13 @@ static int made_before(cx_exec *x, const rt_tensor *t, size_t i)
     return !p || (size_t)(p - x->nodes) < i;
 }
 
+/* GEMV tails: a weight MatMul (alone, or a gate/up pair) whose output is read only by
+ * the head of a fused chain (an elementwise one, or one headed by an
+ * RMSNorm over that output), or by a lone RMSNorm, runs that chain in its
+ * GEMV's launch (gcuda_gemv_rows_tail) when its weight is stored [N, K]
+ * and the step has one row; the chain's tail (fuse 4) then has nothing to
+ * do. The chain's other operands must be computed before the MatMul.
+ * GRAFT_CUDA_FUSE_TAIL=0: off. */
 static void plan_tails(cx_exec *x)
 {
     const char *e = getenv("GRAFT_CUDA_FUSE_TAIL");
@@ -797,6 +796,15 @@ static int pro_norm_kind(const cx_node *cn)
     return 2;
 }
 
+/* m is a later member of h's sibling group. */
+static int in_group(const cx_node *h, const cx_node *m)
+{
+    if (h->mm != 1 || !h->mg || m->mm != 2) return 0;
+    for (int z = 1; z < h->mg->n; z++)
+        if (h->mg->m[z] == m) return 1;
+    return 0;
+}
+
 static void plan_prologue(cx_exec *x)
 {
     const char *e = getenv("GRAFT_CUDA_FUSE_PRO");
@@ -807,18 +815,14 @@ static void plan_prologue(cx_exec *x)
         const rt_tensor *o = r->n.out[0];
         cx_node *head = NULL;
         int readers = 0, ok = 1;
+        /* the first reader is a group's first (members follow it) or a lone
+         * MatMul; every later one a member of that group */
         for (size_t k = i + 1; k < x->n_nodes && ok; k++) {
             cx_node *m = &x->nodes[k];
             for (int j = 0; j < m->n.n_in && ok; j++) {
                 if (m->n.in[j] != o) continue;
-                cx_node *h = m->mm == 2 ? NULL : m;
-                if (m->mm == 2) /* a later member: its group's first */
-                    for (size_t q = 0; q < k && !h; q++)
-                        if (x->nodes[q].mm == 1 && x->nodes[q].mg)
-                            for (int z = 0; z < x->nodes[q].mg->n; z++)
-                                if (x->nodes[q].mg->m[z] == m) h = &x->nodes[q];
-                ok = j == 0 && weight_matmul(m) && h && (!head || head == h);
-                head = h;
+                ok = j == 0 && weight_matmul(m) && (head ? in_group(head, m) : m->mm != 2);
+                if (!head) head = m;
                 readers++;
             }
         }
@@ -831,6 +835,19 @@ static void plan_prologue(cx_exec *x)
         r->fuse = 5;
         x->n_pros++;
     }
+}
+
+/* A prologue norm's operands: x and gamma; a skip RMSNorm's (com.microsoft:
+ * input, skip, gamma, bias) also skip and bias (NULL when absent). 1: a skip norm. */
+static int pro_operands(cx_node *r, cx_val **a, cx_val **g, cx_val **sk, cx_val **bias)
+{
+    int skip = !strcmp(graft_node_domain(r->n.src), "com.microsoft");
+    *a = cx_in(r, 0);
+    *g = cx_in(r, skip ? 2 : 1);
+    *sk = skip ? cx_in(r, 1) : NULL;
+    *bias = skip && r->n.n_in > 3 ? cx_in(r, 3) : NULL;
+    if (*bias && !(*bias)->t.present) *bias = NULL;
+    return skip;
 }
 
 /* The MatMuls of a prologue's head (a group's or the one). */
@@ -846,13 +863,12 @@ static int pro_weights_rows(cx_node *h)
 
 graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    cx_val *a = cx_in(cn, 0), *g = cx_in(cn, cn->n.n_in >= 3 && pro_norm_kind_skip(cn) ? 2 : 1);
-    int skip = pro_norm_kind_skip(cn);
-    cx_val *sk = skip ? cx_in(cn, 1) : NULL, *bias = skip && cn->n.n_in > 3 ? cx_in(cn, 3) : NULL;
+    cx_val *a, *g, *sk, *bias;
+    int skip = pro_operands(cn, &a, &g, &sk, &bias);
     int64_t dim = a && a->t.rank ? a->t.dims[a->t.rank - 1] : 0;
     int ok = a && a->t.present && dim > 0 && (int64_t)a->t.numel == dim && g && g->t.present &&
              (int64_t)g->t.numel == dim && (!sk || (sk->t.present && sk->t.numel == a->t.numel)) &&
-             (!bias || !bias->t.present || (int64_t)bias->t.numel == dim) && pro_weights_rows(cn->pro) &&
+             (!bias || (int64_t)bias->t.numel == dim) && pro_weights_rows(cn->pro) &&
              !x->no_gemv;
     if (ok && !skip) {
         int ax = (int)rt_attr_int(&cn->n, "axis", -1);
@@ -862,7 +878,7 @@ graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err)
     graft_status rc;
     if ((rc = cx_to_dev(x, a, err)) != GRAFT_OK || (rc = cx_to_dev(x, g, err)) != GRAFT_OK) return rc;
     if (sk && (rc = cx_to_dev(x, sk, err)) != GRAFT_OK) return rc;
-    if (bias && bias->t.present && (rc = cx_to_dev(x, bias, err)) != GRAFT_OK) return rc;
+    if (bias && (rc = cx_to_dev(x, bias, err)) != GRAFT_OK) return rc;
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
     if (!y) return err->code ? err->code : GRAFT_EIO;
     if (skip && cn->n.n_out > 3 && *graft_node_output(cn->n.src, 3)) {
@@ -885,14 +901,13 @@ int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)
 {
     cx_node *r = cn->pro;
     if (!r || r->mm_run != x->run_no) return 0;
-    int skip = pro_norm_kind_skip(r);
-    cx_val *a = cx_in(r, 0), *g = cx_in(r, skip ? 2 : 1);
-    cx_val *sk = skip ? cx_in(r, 1) : NULL, *bias = skip && r->n.n_in > 3 ? cx_in(r, 3) : NULL;
+    cx_val *a, *g, *sk, *bias;
+    int skip = pro_operands(r, &a, &g, &sk, &bias);
     memset(pn, 0, sizeof *pn);
     pn->x = a->d;
     pn->gamma = g->d;
     pn->skip = sk ? sk->d : NULL;
-    pn->bias = bias && bias->t.present ? bias->d : NULL;
+    pn->bias = bias ? bias->d : NULL;
     if (skip && r->n.n_out > 3 && *graft_node_output(r->n.src, 3)) pn->sum = cx_v(r->n.out[3])->d;
     pn->eps = rt_attr_float(&r->n, "epsilon", 1e-5f);
     return 1;
