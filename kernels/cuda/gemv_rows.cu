@@ -1,6 +1,6 @@
 /* Decode GEMV over weights stored one output per row: y[N] = W[N, K] . x[K]
- * (the executor keeps a MatMul's constant [K, N] weight transposed so,
- * runtime/cuda/exec.c; MatMulNBits and Linear layers store theirs so too).
+ * (the executor keeps a MatMul's constant [K, N] weight transposed so:
+ * cx_rows_plan, runtime/cuda/fuse.c).
  *
  * Each output row is read from start to end by TPR threads, 16 bytes a
  * load, U loads in flight per thread: a warp streams 512 contiguous bytes a
@@ -14,7 +14,11 @@
  * side by side. A single matrix may carry the elementwise chain that reads
  * its output (gcuda_gemv_rows_tail): per output element (EPI 1), or, for
  * a chain headed by an RMSNorm over the whole output, run by the last
- * block to finish (EPI 2: an atomic counter, reset by that block). */
+ * block to finish (EPI 2: an atomic counter, reset by that block); two
+ * (gate, up) may run as a pair, row r of both read by the same threads,
+ * with the chain over both outputs (EPI 3). x may be the output of an
+ * RMSNorm or skip RMSNorm that every block computes first (PRO 1, 2:
+ * gcuda_gemv_rows_fused). */
 #include "kernels/cuda/gcuda_chain.cuh"
 
 #define ROWS_THREADS 256
@@ -38,9 +42,22 @@ __device__ __forceinline__ uint4 rows_ld(const uint4 *p)
     return v;
 }
 
-/* PRO: the block's 1 / rms of t = x (+ skip) (+ bias) over K (block 0
- * also stores t to pro.sum, rounded, as the skip norm's fourth output);
- * 1 without a prologue. All threads call it. */
+/* Element k of the norm's input t = x (+ skip) (+ bias), fp32 (PRO 2: a
+ * skip norm's sum). */
+template <typename T, int PRO> __device__ __forceinline__ float rows_t(const T *__restrict__ x, const rows_set &set,
+                                                                       int k)
+{
+    float t = gc_f(x[k]);
+    if constexpr (PRO == 2) {
+        t += gc_f(((const T *)set.pro.skip)[k]);
+        if (set.pro.bias) t += gc_f(((const T *)set.pro.bias)[k]);
+    }
+    return t;
+}
+
+/* PRO: the block's 1 / rms of t over K (block 0 also stores t to pro.sum,
+ * rounded, as the skip norm's fourth output); 1 without a prologue. All
+ * threads call it. */
 template <typename T, int PRO> __device__ __forceinline__ float rows_norm(const T *__restrict__ x, const rows_set &set,
                                                                           int K)
 {
@@ -50,12 +67,8 @@ template <typename T, int PRO> __device__ __forceinline__ float rows_norm(const 
         __shared__ float scratch[32];
         float ss = 0.0f;
         for (int k = threadIdx.x; k < K; k += ROWS_THREADS) {
-            float t = gc_f(x[k]);
-            if constexpr (PRO == 2) {
-                t += gc_f(((const T *)set.pro.skip)[k]);
-                if (set.pro.bias) t += gc_f(((const T *)set.pro.bias)[k]);
-                if (blockIdx.x == 0 && set.pro.sum) ((T *)set.pro.sum)[k] = gc_to<T>(t);
-            }
+            float t = rows_t<T, PRO>(x, set, k);
+            if (PRO == 2 && blockIdx.x == 0 && set.pro.sum) ((T *)set.pro.sum)[k] = gc_to<T>(t);
             ss += t * t;
         }
         ss = gc_block_sum(ss, scratch);
@@ -93,11 +106,7 @@ __device__ __forceinline__ void rows_x(const T *__restrict__ x, const rows_set &
 template <typename T, int PRO> __device__ __forceinline__ float rows_x1(const T *__restrict__ x, const rows_set &set,
                                                                          float inv, int k)
 {
-    float t = gc_f(x[k]);
-    if constexpr (PRO == 2) {
-        t += gc_f(((const T *)set.pro.skip)[k]);
-        if (set.pro.bias) t += gc_f(((const T *)set.pro.bias)[k]);
-    }
+    float t = rows_t<T, PRO>(x, set, k);
     if constexpr (PRO > 0) t = gc_f(gc_to<T>(t * inv * gc_f(((const T *)set.pro.gamma)[k])));
     return t;
 }
