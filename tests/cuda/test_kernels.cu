@@ -357,6 +357,15 @@ static void test_gemv(int dt, int K, int N)
     release_all();
 }
 
+/* y = W . x in fp64, W [N, K] row-major (one output per row). */
+static std::vector<double> rows_ref(const std::vector<float> &w, const std::vector<float> &x, int K, int64_t N)
+{
+    std::vector<double> y(N, 0.0);
+    for (int64_t r = 0; r < N; r++)
+        for (int k = 0; k < K; k++) y[r] += (double)w[(size_t)r * K + k] * x[k];
+    return y;
+}
+
 /* n matrices of one x for the GEMV tests: x, each W (K x N[j] values in
  * the layout the test gives them), poisoned outputs, the shape's name. */
 struct gemv_mats {
@@ -426,11 +435,8 @@ static void test_gemv_rows(int dt, int K, std::vector<int64_t> Ns)
     const std::vector<float> &x = m.x;
     std::vector<double> ref;
     for (int j = 0; j < n; j++) {
-        for (int64_t r = 0; r < Ns[j]; r++) {
-            double acc = 0.0;
-            for (int k = 0; k < K; k++) acc += (double)m.w[j][(size_t)r * K + k] * x[k];
-            ref.push_back(acc);
-        }
+        auto r = rows_ref(m.w[j], x, K, Ns[j]);
+        ref.insert(ref.end(), r.begin(), r.end());
     }
     for (int unroll : {0, 2, 8, 16}) /* 0: the default (4) */
         for (int rep = 0; rep < 2; rep++) {
@@ -911,14 +917,9 @@ static void test_gemv_tail(int dt, int K, int N)
 {
     auto x = rnd(dt, K), w = rnd(dt, (size_t)K * N, -0.1f, 0.1f);
     void *dx = dupload(dt, x), *dw = dupload(dt, w), *dy = dpoisoned(dt, N);
+    std::vector<double> yref = rows_ref(w, x, K, N);
     std::vector<float> y(N);
-    std::vector<double> yref(N);
-    for (int r = 0; r < N; r++) {
-        double acc = 0.0;
-        for (int k = 0; k < K; k++) acc += (double)w[(size_t)r * K + k] * x[k];
-        yref[r] = acc;
-        y[r] = round_to(dt, (float)acc);
-    }
+    for (int r = 0; r < N; r++) y[r] = round_to(dt, (float)yref[r]);
     unsigned *counter = (unsigned *)dalloc(sizeof(unsigned));
     CK(gcuda_memset(counter, 0, sizeof(unsigned), NULL, &E));
     gops_fuse f;
@@ -981,13 +982,9 @@ static void test_gemv_tail(int dt, int K, int N)
     { /* a pair (gate, up): gelu(y) * y2, y2 the second matrix's output */
         auto w2 = rnd(dt, (size_t)K * N, -0.1f, 0.1f);
         void *dw2 = dupload(dt, w2), *dy2 = dpoisoned(dt, N);
-        std::vector<double> y2ref(N);
-        for (int r = 0; r < N; r++) {
-            double acc = 0.0;
-            for (int k = 0; k < K; k++) acc += (double)w2[(size_t)r * K + k] * x[k];
-            y2ref[r] = acc;
-            ref[r] = round_to(dt, round_to(dt, (float)gelu_tanh_ref(y[r])) * round_to(dt, (float)acc));
-        }
+        std::vector<double> y2ref = rows_ref(w2, x, K, N);
+        for (int r = 0; r < N; r++)
+            ref[r] = round_to(dt, round_to(dt, (float)gelu_tanh_ref(y[r])) * round_to(dt, (float)y2ref[r]));
         base(2);
         f.leaf[1] = dy2, f.leaf_dtype[1] = dt, f.st[1][2] = 1, f.n_leaf = 2;
         f.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
@@ -1041,12 +1038,7 @@ static void test_gemv_pro(int dt, int K, std::vector<int64_t> Ns, bool skip, boo
         dw[j] = dupload(dt, w);
         dy[j] = dpoisoned(dt, Ns[j]);
         shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
-        yref[j].resize(Ns[j]);
-        for (int64_t r = 0; r < Ns[j]; r++) {
-            double acc = 0;
-            for (int k = 0; k < K; k++) acc += (double)w[(size_t)r * K + k] * xn[k];
-            yref[j][r] = acc;
-        }
+        yref[j] = rows_ref(w, xn, K, Ns[j]);
     }
     gops_fuse f;
     memset(&f, 0, sizeof f);
