@@ -8,7 +8,8 @@
 #   here:   make BUILD=build/cudart -j2 build/cudart/graft && bash bench/cuda_all_device.sh prepare
 #           (graft, libgraft_cuda.so, their non-CUDA .so files and test_kernels, xz'd
 #           into .devcarry-all: 5 MB instead of 45, the call's tree stays under 64 MiB)
-#   device: run tool, carry [".whl", ".devcarry-all"], timeout_s 600:
+#   device: run tool, carry [".whl", ".devcarry-all"] (and "build/cupti" from tools/cupti_trace.sh for the
+#           kernel trace where the machine has no nsys), timeout_s 600:
 #           bash bench/cuda_all_device.sh run [STEPS]
 #   STEPS (default "kernels verify profile nsys bench sanitize"): any of them, in that order.
 # DEADLINE_S (default 570): no step starts that cannot finish before it.
@@ -79,6 +80,9 @@ if [ -n "$GEN" ]; then
     step "wait for the E2B pipeline"
     wait $GEN || { echo "generation failed"; tail -20 "$OUT/e2b.log"; }
     tail -2 "$OUT/e2b.log"
+    # the profile step composes it too; the others need it without that step
+    [ -f /tmp/e2b/export/model.onnx ] || LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib .devcarry-rt/graft compose \
+        /tmp/e2b/pipeline -o /tmp/e2b/export -q --force || echo "compose of the E2B pipeline failed"
 fi
 if has profile && [ "$(left)" -gt 120 ]; then
     step "profile (bench/cuda_profile_device.sh ${PROFILE_PROMPTS:-128 2048})"
@@ -106,26 +110,28 @@ if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; th
 fi
 if has nsys && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 90 ]; then
     # where a replayed step's GPU time goes, kernel by kernel, without the
-    # event nodes GRAFT_CUDA_PROFILE=graph adds (when the machine has nsys)
+    # event nodes GRAFT_CUDA_PROFILE=graph adds: Nsight Systems when the
+    # machine has it, else the CUPTI tracer of tools/cupti_trace.sh (carry build/cupti)
     NSYS=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null | head -1)
-    step "nsys: kernels of 64 decode steps (${NSYS:-no nsys on this machine})"
+    BENCH=(.devcarry-rt/graft bench /tmp/e2b/export --device cuda --prompt-tokens 128 --new-tokens 64)
     if [ -n "$NSYS" ]; then
+        step "nsys: kernels of 64 decode steps"
         env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib timeout 120 "$NSYS" profile -o /tmp/e2b-nsys --force-overwrite true \
-            --trace cuda --cuda-graph-trace node .devcarry-rt/graft bench /tmp/e2b/export --device cuda \
-            --prompt-tokens 128 --new-tokens 64 >"$OUT/nsys.log" 2>&1
-        timeout 120 "$NSYS" stats --report cuda_gpu_kern_sum --format csv /tmp/e2b-nsys.nsys-rep >"$OUT/nsys_kern.csv" 2>&1
-        echo "nsys rc=$?; the kernels by total time (name, calls, total us, mean us):"
-        python3 - "$OUT/nsys_kern.csv" <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 8]
-while rows and "Name" not in rows[0]:
-    rows.pop(0)
-if rows:
-    h = rows[0]
-    ti, ci, mi, ni = (h.index(k) for k in ("Total Time (ns)", "Instances", "Avg (ns)", "Name"))
-    for r in rows[1:26]:
-        print("  %-70s %6s %10.1f %8.2f" % (r[ni][:70], r[ci], float(r[ti]) / 1e3, float(r[mi]) / 1e3))
-PY
+            --trace cuda --cuda-graph-trace node "${BENCH[@]}" >"$OUT/nsys.log" 2>&1
+        timeout 120 "$NSYS" stats --report cuda_gpu_trace --format csv /tmp/e2b-nsys.nsys-rep >"$OUT/trace.csv" 2>/dev/null
+    elif [ -f build/cupti/libcupti_trace.so ]; then
+        step "CUPTI trace: kernels of 64 decode steps"
+        env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib CUPTI_TRACE_OUT=/tmp/trace-raw.csv LD_PRELOAD=$PWD/build/cupti/libcupti_trace.so \
+            timeout 120 "${BENCH[@]}" >"$OUT/cupti.log" 2>&1
+        tail -3 "$OUT/cupti.log"
+        if command -v c++filt >/dev/null; then c++filt </tmp/trace-raw.csv >"$OUT/trace.csv"; else cp /tmp/trace-raw.csv "$OUT/trace.csv"; fi
+    else
+        step "no kernel trace: no nsys on this machine and no build/cupti carried"
+    fi
+    if [ -s "$OUT/trace.csv" ]; then
+        echo "--- a replayed decode step, kernel by kernel (bench/nsys_step.py):"
+        python3 bench/nsys_step.py "$OUT/trace.csv" 2>&1 | tee "$RES/nsys_step.txt"
+        gzip -c "$OUT/trace.csv" >"$RES/trace.csv.gz"
     fi
 fi
 if has bench && [ "$(left)" -gt 90 ]; then

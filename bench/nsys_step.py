@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Where a replayed decode step's GPU time goes, from an nsys kernel trace.
+
+usage: nsys_step.py TRACE.csv   (nsys stats --report cuda_gpu_trace --format csv)
+
+A decode step ends with the sampler's argmax kernel; the last steps (all but the
+first three, which may still capture graphs) are taken, but for spans over
+twice the median (a prefill between them). Printed: a step's wall
+time (argmax end to argmax end), the time some kernel runs (union of the
+kernels' intervals: PDL lets kernels overlap), the idle time between them, the
+kernel count, and the kernels by time a step, each with its launches a step and
+the idle time before its launches (time the GPU waited for it to start).
+"""
+import csv
+import sys
+from collections import defaultdict
+
+
+def main():
+    rows = list(csv.reader(open(sys.argv[1])))
+    while rows and "Name" not in rows[0]:
+        rows.pop(0)
+    if not rows:
+        print("  no kernel trace")
+        return
+    h = rows[0]
+    si, di, ni = h.index("Start (ns)"), h.index("Duration (ns)"), h.index("Name")
+    ks = []
+    for r in rows[1:]:
+        if len(r) <= max(si, di, ni) or not r[si].isdigit():
+            continue
+        name = r[ni]
+        if "memcpy" in name.lower() or "memset" in name.lower():
+            continue
+        ks.append((int(r[si]), int(r[di]), name))
+    ks.sort()
+    ends = [i for i, k in enumerate(ks) if "argmax" in k[2].lower()]
+    if len(ends) < 6:
+        print("  fewer than 6 argmax kernels: no decode steps found")
+        return
+    steps = list(zip(ends[3:-1], ends[4:]))
+    # a span over a prefill (a bench's next repeat) is not a decode step
+    walls = sorted(ks[b][0] - ks[a][0] for a, b in steps)
+    med = walls[len(walls) // 2]
+    steps = [(a, b) for a, b in steps if ks[b][0] - ks[a][0] <= 2 * med]
+    n = len(steps)
+    wall = busy = cnt = 0
+    per = defaultdict(lambda: [0, 0, 0])   # name -> [duration, launches, idle before]
+    for a, b in steps:
+        t0 = ks[a][0] + ks[a][1]
+        wall += ks[b][0] + ks[b][1] - t0
+        cur = t0
+        for s, d, name in ks[a + 1:b + 1]:
+            e = s + d
+            idle = max(0, s - cur)
+            busy += max(0, e - max(s, cur))
+            cur = max(cur, e)
+            p = per[short(name)]
+            p[0] += d
+            p[1] += 1
+            p[2] += idle
+            cnt += 1
+    print("  %d steps: %.1f us a step, kernels running %.1f us, idle %.1f us, %.1f kernels a step"
+          % (n, wall / n / 1e3, busy / n / 1e3, (wall - busy) / n / 1e3, cnt / n))
+    print("  %-60s %8s %7s %8s %8s" % ("kernel", "us/step", "n/step", "us each", "idle us"))
+    for name, (d, c, idle) in sorted(per.items(), key=lambda kv: -kv[1][0])[:24]:
+        print("  %-60s %8.1f %7.1f %8.2f %8.1f" % (name[:60], d / n / 1e3, c / n, d / c / 1e3, idle / n / 1e3))
+
+
+def short(name):
+    # template arguments kept (they tell the variants apart), parameters dropped
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            return name[:i]
+    return name
+
+
+if __name__ == "__main__":
+    main()
