@@ -11,7 +11,7 @@
 #   device: run tool, carry [".whl", ".devcarry-all"] (and "build/cupti" from tools/cupti_trace.sh for the
 #           kernel trace where the machine has no nsys), timeout_s 600:
 #           bash bench/cuda_all_device.sh run [STEPS]
-#   STEPS (default "kernels verify profile nsys bench sanitize"): any of them, in that order.
+#   STEPS (default "kernels skeleton verify profile nsys bench sanitize"): any of them, in that order.
 # DEADLINE_S (default 570): no step starts that cannot finish before it.
 set -u
 if [ "${1:-}" = prepare ]; then
@@ -40,7 +40,7 @@ DEADLINE_S=${DEADLINE_S:-570}
 RES=${OUT:-/tmp/cuda-all}   # what comes back: logs.tgz, profile.log, RESULTS.part.md
 OUT=/tmp/cuda-all-logs
 mkdir -p "$OUT" "$RES"
-STEPS=" ${*:-kernels verify profile nsys bench sanitize} "
+STEPS=" ${*:-kernels skeleton verify profile nsys bench sanitize} "
 left() { echo $((DEADLINE_S - ($(date +%s) - T0))); }
 step() { echo "=== [$(($(date +%s) - T0)) s] $*"; }
 has() { case "$STEPS" in *" $1 "*) return 0 ;; esac; return 1; }
@@ -60,6 +60,10 @@ if has kernels; then
     echo "test_kernels rc=$?"
     grep -E "FAIL|NaN" "$OUT/test_kernels.log" | head -20
     grep -E "checks,|^\| gemv.*\| fp16 \|.*%" "$OUT/test_kernels.log" | head -40
+fi
+if has skeleton; then
+    step "the E2B step's GEMVs chained in a CUDA graph (test_kernels --skeleton)"
+    timeout 120 $TK --skeleton 2>&1 | tee "$OUT/skeleton.log" | grep -E "^\||skeleton|copy"
 fi
 if has verify; then
     step "verify --device cuda, every fixture"

@@ -8,7 +8,9 @@
  * against a device-to-device copy measured in the same run.
  *
  *   test_kernels [--quick]     exit 0 when every check passes, or when
- *                              there is no CUDA device (a skip line) */
+ *                              there is no CUDA device (a skip line)
+ *   test_kernels --skeleton    only the E2B decode step's GEMVs chained in a
+ *                              CUDA graph (skeleton): no checks */
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -1240,10 +1242,9 @@ struct bench_row {
     double us, gbs, frac;
 };
 
-static void bench(void)
+/* The device copy rate: 1 GiB D2D, bytes read + written, GB/s. */
+static double copy_rate(void)
 {
-    std::vector<bench_row> rows;
-    /* device copy: 1 GiB, bytes read + written */
     size_t cb = (size_t)1 << 30;
     void *src = dalloc(cb), *dst = dalloc(cb);
     CUCK(cudaMemset(src, 1, cb));
@@ -1251,6 +1252,15 @@ static void bench(void)
     double copy_gbs = 2.0 * cb / (cus * 1e-6) / 1e9;
     release_all();
     printf("\ndevice copy (cudaMemcpy D2D, 1 GiB, read + write): %.1f us, %.1f GB/s\n", cus, copy_gbs);
+    return copy_gbs;
+}
+
+static void skeleton(double copy_gbs);
+
+static void bench(void)
+{
+    std::vector<bench_row> rows;
+    double copy_gbs = copy_rate();
 
     const size_t rot_bytes = (size_t)512 << 20; /* rotate buffers over >= 512 MiB: well past the L2 */
     /* E2B's layer shapes first (q 8x256 / 8x512, k/v 256, MLP 6144 / 12288, per-layer 256), then others */
@@ -1433,18 +1443,113 @@ static void bench(void)
                2.0 * M * N * K / (us * 1e-6) / 1e12);
         release_all();
     }
+    skeleton(copy_gbs);
+}
+
+/* The GEMVs of one E2B decode step (fp16, weights stored [N, K]: the
+ * executor's layout) back to back in one CUDA graph, each reading the one
+ * before: 35 layers (the first 15 with k and v, every fifth at head_dim 512,
+ * MLP 6144 then 12288, the per-layer input's 256), then the LM head. What
+ * fraction of the copy bandwidth the GEMVs alone reach when chained, and
+ * what a small dependent kernel between them (an RMSNorm, as the norms,
+ * rotary and attention of a real step) costs: the bound the step's other
+ * kernels leave room for. */
+static void skeleton(double copy_gbs)
+{
+    const int dt = GRAFT_DTYPE_FLOAT16, H = 1536, L = 35, Hq = 8, P = 256;
+    const int64_t V = 262144;
+    size_t es = 2, bytes = 0;
+    struct mat {
+        void *w;
+        int64_t K, N;
+    };
+    auto mk = [&](int64_t K, int64_t N) {
+        mat m = {dalloc((size_t)K * N * es), K, N};
+        dinit(dt, m.w, (size_t)K * N, g_seed++);
+        bytes += (size_t)K * N * es;
+        return m;
+    };
+    struct layer {
+        mat q, k, v, o, gate, up, down, pg, pp;
+        bool kv;
+    };
+    std::vector<layer> ls(L);
+    for (int l = 0; l < L; l++) {
+        int hd = l % 5 == 4 ? 512 : 256, I = l < 15 ? 6144 : 12288;
+        layer &y = ls[l];
+        y.kv = l < 15;
+        y.q = mk(H, (int64_t)Hq * hd);
+        if (y.kv) y.k = mk(H, hd), y.v = mk(H, hd);
+        y.o = mk((int64_t)Hq * hd, H);
+        y.gate = mk(H, I), y.up = mk(H, I), y.down = mk(I, H);
+        y.pg = mk(H, P), y.pp = mk(P, H);
+    }
+    mat head = mk(H, V);
+    void *x = dalloc(H * es), *xn = dalloc(12288 * es), *q = dalloc(4096 * es), *kk = dalloc(512 * es);
+    void *vv = dalloc(512 * es), *g = dalloc(12288 * es), *u = dalloc(12288 * es), *pl = dalloc(P * es);
+    void *logits = dalloc((size_t)V * es), *gam = dalloc(12288 * es);
+    dinit(dt, x, H, 1u), dinit(dt, gam, 12288, 2u);
+    CUCK(cudaDeviceSynchronize());
+    /* norms: 0 none, 1 an RMSNorm on each GEMV's output (read by the next) */
+    auto step = [&](int norms, gcuda_stream st) {
+        auto nrm = [&](void *a, int64_t rows, int64_t dim) -> void * {
+            if (!norms) return a;
+            CK(gcuda_rmsnorm(dt, a, gam, xn, rows, dim, 1e-6f, st, &E));
+            return xn;
+        };
+        const void *in = x;
+        for (int l = 0; l < L; l++) {
+            layer &y = ls[l];
+            if (y.kv) {
+                const void *w[3] = {y.q.w, y.k.w, y.v.w};
+                void *o[3] = {q, kk, vv};
+                int64_t n[3] = {y.q.N, y.k.N, y.v.N};
+                CK(gcuda_gemv_rows_multi(dt, in, w, o, n, 3, H, st, &E));
+            } else {
+                CK(gcuda_gemv_rows(dt, in, y.q.w, q, H, y.q.N, st, &E));
+            }
+            in = nrm(q, Hq, y.q.N / Hq); /* q norm, and attention, as one kernel */
+            CK(gcuda_gemv_rows(dt, in, y.o.w, x, y.o.K, H, st, &E));
+            in = nrm(x, 1, H);
+            const void *w2[2] = {y.gate.w, y.up.w};
+            void *o2[2] = {g, u};
+            int64_t n2[2] = {y.gate.N, y.up.N};
+            CK(gcuda_gemv_rows_multi(dt, in, w2, o2, n2, 2, H, st, &E));
+            in = nrm(g, 1, y.gate.N);
+            CK(gcuda_gemv_rows(dt, in, y.down.w, x, y.down.K, H, st, &E));
+            in = nrm(x, 1, H);
+            CK(gcuda_gemv_rows(dt, in, y.pg.w, pl, H, P, st, &E));
+            in = nrm(pl, 1, P);
+            CK(gcuda_gemv_rows(dt, in, y.pp.w, x, P, H, st, &E));
+            in = nrm(x, 1, H);
+        }
+        CK(gcuda_gemv_rows(dt, in, head.w, logits, H, V, st, &E));
+    };
+    double floor_us = (double)bytes / (copy_gbs * 1e9) * 1e6;
+    printf("\nE2B decode step skeleton (fp16, %d layers, %.3f GB of weights: floor %.0f us at the copy rate):\n", L,
+           (double)bytes / 1e9, floor_us);
+    printf("| step | kernels | us | of copy BW |\n|---|---:|---:|---:|\n");
+    for (int norms = 0; norms <= 1; norms++) {
+        double us = graph_us([&](int, gcuda_stream st) { step(norms, st); }, 1, 9);
+        int kernels = L * 6 + 1 + (norms ? L * 6 : 0);
+        printf("| GEMVs%s | %d | %.0f | %.1f%% |\n", norms ? " + an RMSNorm after each" : " only", kernels, us,
+               100.0 * floor_us / us);
+    }
+    release_all();
 }
 
 /* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv)
 {
-    bool quick = false;
+    bool quick = false, skel = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             quick = true;
+        } else if (!strcmp(argv[i], "--skeleton")) {
+            skel = true;
         } else {
-            fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick | --skeleton]\n", argv[0]);
             return 2;
         }
     }
@@ -1458,6 +1563,10 @@ int main(int argc, char **argv)
     printf("device: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %.0f MiB, smem/block %zu KiB\n", info.name, info.cc_major,
            info.cc_minor, info.sm_count, info.global_bytes / 1073741824.0, info.l2_bytes / 1048576.0,
            info.smem_optin_bytes / 1024);
+    if (skel) { /* only the E2B step skeleton: no checks */
+        skeleton(copy_rate());
+        return 0;
+    }
 
     for (int dt : DTYPES) {
         test_rmsnorm(dt, 1, 64, false);
