@@ -117,6 +117,10 @@ typedef struct gcuda_prefetch_set {
     int n;
 } gcuda_prefetch_set;
 graft_status gcuda_l2_prefetch(const gcuda_prefetch_set *ps, gcuda_stream s, graft_error *err);
+/* The same in the stream's order, as a programmatic dependent: the next
+ * kernel may start at once (its weights' loads), this one ends after the
+ * kernel before it; `blocks` blocks of 256 threads (<= 0: 132). */
+graft_status gcuda_l2_prefetch_dep(const gcuda_prefetch_set *ps, int blocks, gcuda_stream s, graft_error *err);
 
 /* n <= GCUDA_GEMV_MAX GEMVs of one x in one launch: y[j][N[j]] = x[K] .
  * W[j][K, N[j]] (q/k/v or gate/up projections of one hidden state). */

@@ -172,6 +172,22 @@ __global__ void l2_prefetch_kernel(gcuda_prefetch_set ps)
     }
 }
 
+/* The same, in the stream's order as a programmatic dependent: the kernel
+ * after it may start at once, and this one ends only after the kernel
+ * before it (griddepcontrol.wait), so that what follows still sees that
+ * kernel's writes. */
+__global__ void l2_prefetch_dep_kernel(gcuda_prefetch_set ps)
+{
+    gc_pdl_trigger();
+    size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    for (int r = 0; r < ps.n; r++) {
+        const char *p = (const char *)ps.ptr[r];
+        size_t lines = (ps.bytes[r] + 127) / 128;
+        for (size_t i = t; i < lines; i += stride) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i * 128));
+    }
+    gc_pdl_wait();
+}
+
 extern "C" graft_status gcuda_l2_prefetch(const gcuda_prefetch_set *ps, gcuda_stream s, graft_error *err)
 {
     if (ps->n < 0 || ps->n > GCUDA_PREFETCH_MAX)
@@ -179,5 +195,17 @@ extern "C" graft_status gcuda_l2_prefetch(const gcuda_prefetch_set *ps, gcuda_st
     if (ps->n == 0) return GRAFT_OK;
     l2_prefetch_kernel<<<32, 256, 0, s>>>(*ps);
     GCUDA_CHECK_LAUNCH("l2_prefetch_kernel");
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gcuda_l2_prefetch_dep(const gcuda_prefetch_set *ps, int blocks, gcuda_stream s,
+                                              graft_error *err)
+{
+    if (ps->n < 0 || ps->n > GCUDA_PREFETCH_MAX)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_l2_prefetch_dep: %d ranges", ps->n);
+    if (ps->n == 0) return GRAFT_OK;
+    gc_launch(gcuda_pdl_mode() > 0, l2_prefetch_dep_kernel, dim3((unsigned)(blocks > 0 ? blocks : 132)), dim3(256), 0,
+              s, *ps);
+    GCUDA_CHECK_LAUNCH("l2_prefetch_dep_kernel");
     return GRAFT_OK;
 }

@@ -1490,50 +1490,73 @@ static void skeleton(double copy_gbs)
     void *logits = dalloc((size_t)V * es), *gam = dalloc(12288 * es);
     dinit(dt, x, H, 1u), dinit(dt, gam, 12288, 2u);
     CUCK(cudaDeviceSynchronize());
-    /* norms: 0 none, 1 an RMSNorm on each GEMV's output (read by the next) */
-    auto step = [&](int norms, gcuda_stream st) {
-        auto nrm = [&](void *a, int64_t rows, int64_t dim) -> void * {
-            if (!norms) return a;
-            CK(gcuda_rmsnorm(dt, a, gam, xn, rows, dim, 1e-6f, st, &E));
-            return xn;
-        };
+    /* the step as a list: each GEMV (1-3 matrices of one x), the norm
+     * after it over (rows, dim) of its first output */
+    struct op {
+        const void *w[3];
+        void *y[3];
+        int64_t N[3], K, rows, dim;
+        int n;
+    };
+    std::vector<op> ops;
+    auto add = [&](std::initializer_list<mat> ms, std::initializer_list<void *> ys, int64_t rows) {
+        op o = {};
+        int j = 0;
+        for (const mat &m : ms) o.w[j] = m.w, o.N[j] = m.N, o.K = m.K, j++;
+        j = 0;
+        for (void *y : ys) o.y[j++] = y;
+        o.n = j;
+        o.rows = rows, o.dim = o.N[0] / rows;
+        ops.push_back(o);
+    };
+    for (int l = 0; l < L; l++) {
+        layer &y = ls[l];
+        if (y.kv) add({y.q, y.k, y.v}, {q, kk, vv}, Hq); /* q norm, and attention, stand for a kernel here */
+        else add({y.q}, {q}, Hq);
+        add({y.o}, {x}, 1);
+        add({y.gate, y.up}, {g, u}, 1);
+        add({y.down}, {x}, 1);
+        add({y.pg}, {pl}, 1);
+        add({y.pp}, {x}, 1);
+    }
+    add({head}, {logits}, 1);
+    /* mode 0: GEMVs only; 1: an RMSNorm after each (read by the next GEMV);
+     * 2, 3: also the next GEMV's weights (up to 8 / 32 MB) asked of the L2
+     * by a programmatic prefetch kernel right after each GEMV, so that HBM
+     * streams them while the norm runs */
+    auto step = [&](int mode, gcuda_stream st) {
         const void *in = x;
-        for (int l = 0; l < L; l++) {
-            layer &y = ls[l];
-            if (y.kv) {
-                const void *w[3] = {y.q.w, y.k.w, y.v.w};
-                void *o[3] = {q, kk, vv};
-                int64_t n[3] = {y.q.N, y.k.N, y.v.N};
-                CK(gcuda_gemv_rows_multi(dt, in, w, o, n, 3, H, st, &E));
-            } else {
-                CK(gcuda_gemv_rows(dt, in, y.q.w, q, H, y.q.N, st, &E));
+        for (size_t i = 0; i < ops.size(); i++) {
+            op &o = ops[i];
+            if (o.n == 1) CK(gcuda_gemv_rows(dt, in, o.w[0], o.y[0], o.K, o.N[0], st, &E));
+            else CK(gcuda_gemv_rows_multi(dt, in, o.w, o.y, o.N, o.n, o.K, st, &E));
+            in = o.y[0];
+            if (mode >= 2 && i + 1 < ops.size()) {
+                size_t cap = (size_t)(mode == 2 ? 8 : 32) << 20;
+                gcuda_prefetch_set ps = {};
+                const op &nx = ops[i + 1];
+                for (int j = 0; j < nx.n && cap; j++) {
+                    size_t b = std::min(cap, (size_t)(nx.N[j] * nx.K) * es);
+                    ps.ptr[ps.n] = nx.w[j], ps.bytes[ps.n++] = b, cap -= b;
+                }
+                CK(gcuda_l2_prefetch_dep(&ps, 0, st, &E));
             }
-            in = nrm(q, Hq, y.q.N / Hq); /* q norm, and attention, as one kernel */
-            CK(gcuda_gemv_rows(dt, in, y.o.w, x, y.o.K, H, st, &E));
-            in = nrm(x, 1, H);
-            const void *w2[2] = {y.gate.w, y.up.w};
-            void *o2[2] = {g, u};
-            int64_t n2[2] = {y.gate.N, y.up.N};
-            CK(gcuda_gemv_rows_multi(dt, in, w2, o2, n2, 2, H, st, &E));
-            in = nrm(g, 1, y.gate.N);
-            CK(gcuda_gemv_rows(dt, in, y.down.w, x, y.down.K, H, st, &E));
-            in = nrm(x, 1, H);
-            CK(gcuda_gemv_rows(dt, in, y.pg.w, pl, H, P, st, &E));
-            in = nrm(pl, 1, P);
-            CK(gcuda_gemv_rows(dt, in, y.pp.w, x, P, H, st, &E));
-            in = nrm(x, 1, H);
+            if (mode >= 1 && i + 1 < ops.size()) {
+                CK(gcuda_rmsnorm(dt, in, gam, xn, o.rows, o.dim, 1e-6f, st, &E));
+                in = xn;
+            }
         }
-        CK(gcuda_gemv_rows(dt, in, head.w, logits, H, V, st, &E));
     };
     double floor_us = (double)bytes / (copy_gbs * 1e9) * 1e6;
     printf("\nE2B decode step skeleton (fp16, %d layers, %.3f GB of weights: floor %.0f us at the copy rate):\n", L,
            (double)bytes / 1e9, floor_us);
     printf("| step | kernels | us | of copy BW |\n|---|---:|---:|---:|\n");
-    for (int norms = 0; norms <= 1; norms++) {
-        double us = graph_us([&](int, gcuda_stream st) { step(norms, st); }, 1, 9);
-        int kernels = L * 6 + 1 + (norms ? L * 6 : 0);
-        printf("| GEMVs%s | %d | %.0f | %.1f%% |\n", norms ? " + an RMSNorm after each" : " only", kernels, us,
-               100.0 * floor_us / us);
+    const char *names[] = {"GEMVs only", "GEMVs + an RMSNorm after each", "+ the next weights' first 8 MB to L2",
+                           "+ the next weights' first 32 MB to L2"};
+    for (int mode = 0; mode <= 3; mode++) {
+        double us = graph_us([&](int, gcuda_stream st) { step(mode, st); }, 1, 9);
+        int n = (int)ops.size(), kernels = n + (mode >= 1 ? n - 1 : 0) + (mode >= 2 ? n - 1 : 0);
+        printf("| %s | %d | %.0f | %.1f%% |\n", names[mode], kernels, us, 100.0 * floor_us / us);
     }
     release_all();
 }
