@@ -13,6 +13,8 @@
 #           bash bench/cuda_all_device.sh run [STEPS]
 #   STEPS (default "kernels skeleton verify profile nsys bench sanitize"): any of them, in that order.
 # DEADLINE_S (default 570): no step starts that cannot finish before it.
+# E2B_DIMS=small: the E2B pipeline at the tiny fixture's size (seconds to generate: the kernel
+# sequence of a step, not its timings).
 set -u
 if [ "${1:-}" = prepare ]; then
     # graft, libgraft_cuda.so, their non-CUDA .so files and COMMIT as the E2B script packs them, plus test_kernels
@@ -51,7 +53,7 @@ GEN=
 if has profile || has nsys || has bench; then
     step "E2B pipeline generation in the background"
     (python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
-        PYTHONPATH=/tmp/site timeout 330 python3 tools/fixtures/make_gemma4_e2b.py /tmp/e2b >"$OUT/e2b.log" 2>&1) &
+        PYTHONPATH=/tmp/site timeout 330 python3 tools/fixtures/make_gemma4_e2b.py /tmp/e2b --dims ${E2B_DIMS:-e2b} >"$OUT/e2b.log" 2>&1) &
     GEN=$!
 fi
 if has kernels; then
@@ -125,8 +127,9 @@ if has nsys && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 90 ]; then
         timeout 120 "$NSYS" stats --report cuda_gpu_trace --format csv /tmp/e2b-nsys.nsys-rep >"$OUT/trace.csv" 2>/dev/null
     elif [ -f build/cupti/libcupti_trace.so ]; then
         step "CUPTI trace: kernels of 64 decode steps"
-        env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib CUPTI_TRACE_OUT=/tmp/trace-raw.csv LD_PRELOAD=$PWD/build/cupti/libcupti_trace.so \
-            timeout 120 "${BENCH[@]}" >"$OUT/cupti.log" 2>&1
+        # env after timeout: only graft gets the tracer (timeout's own exit would write an empty trace)
+        timeout 120 env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib CUPTI_TRACE_OUT=/tmp/trace-raw.csv \
+            LD_PRELOAD=$PWD/build/cupti/libcupti_trace.so "${BENCH[@]}" >"$OUT/cupti.log" 2>&1
         tail -3 "$OUT/cupti.log"
         if command -v c++filt >/dev/null; then c++filt </tmp/trace-raw.csv >"$OUT/trace.csv"; else cp /tmp/trace-raw.csv "$OUT/trace.csv"; fi
     else
@@ -134,7 +137,7 @@ if has nsys && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 90 ]; then
     fi
     if [ -s "$OUT/trace.csv" ]; then
         echo "--- a replayed decode step, kernel by kernel (bench/nsys_step.py):"
-        python3 bench/nsys_step.py "$OUT/trace.csv" 2>&1 | tee "$RES/nsys_step.txt"
+        python3 bench/nsys_step.py "$OUT/trace.csv" "$RES/step_seq.txt" 2>&1 | tee "$RES/nsys_step.txt"
         gzip -c "$OUT/trace.csv" >"$RES/trace.csv.gz"
     fi
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a replayed decode step's GPU time goes, from an nsys kernel trace.
 
-usage: nsys_step.py TRACE.csv   (nsys stats --report cuda_gpu_trace --format csv)
+usage: nsys_step.py TRACE.csv [SEQ.txt]   (nsys stats --report cuda_gpu_trace --format csv;
+       SEQ.txt: one median step kernel by kernel: idle before it, duration, name)
 
 A decode step ends with the sampler's argmax kernel; the last steps (all but the
 first three, which may still capture graphs) are taken, but for spans over
@@ -62,6 +63,13 @@ def main():
             cnt += 1
     print("  %d steps: %.1f us a step, kernels running %.1f us, idle %.1f us, %.1f kernels a step"
           % (n, wall / n / 1e3, busy / n / 1e3, (wall - busy) / n / 1e3, cnt / n))
+    if len(sys.argv) > 2:  # the sequence of one step (the median one)
+        a, b = sorted(steps, key=lambda ab: ks[ab[1]][0] - ks[ab[0]][0])[n // 2]
+        cur = ks[a][0] + ks[a][1]
+        with open(sys.argv[2], "w") as f:
+            for s_, d, name in ks[a + 1:b + 1]:
+                f.write("%8.2f %8.2f  %s\n" % ((s_ - cur) / 1e3, d / 1e3, short(name)[:100]))
+                cur = max(cur, s_ + d)
     print("  %-60s %8s %7s %8s %8s" % ("kernel", "us/step", "n/step", "us each", "idle us"))
     for name, (d, c, idle) in sorted(per.items(), key=lambda kv: -kv[1][0])[:24]:
         print("  %-60s %8.1f %7.1f %8.2f %8.1f" % (name[:60], d / n / 1e3, c / n, d / c / 1e3, idle / n / 1e3))
