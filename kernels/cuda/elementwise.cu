@@ -57,13 +57,11 @@ __global__ void rotary_kernel(gcuda_rotary_args a, int64_t items, int64_t per_ro
 /* With the norm first: one block per row, the row normalised into shared
  * memory (head_size floats), then rotated from there. */
 #define RN_THREADS 128
-template <typename T> __global__ void __launch_bounds__(RN_THREADS) rotary_norm_kernel(gcuda_rotary_args a)
+template <typename T> __device__ __forceinline__ void rotary_norm_row(const gcuda_rotary_args &a, int64_t row)
 {
-    gc_pdl_wait();
-    gc_pdl_trigger();
     extern __shared__ float rv[];
     __shared__ float scratch[32];
-    int64_t row = blockIdx.x, h = row % a.heads, bs = row / a.heads, si = bs % a.seq, b = bs / a.seq;
+    int64_t h = row % a.heads, bs = row / a.heads, si = bs % a.seq, b = bs / a.seq;
     int64_t off = b * a.stride_b + si * a.stride_s + h * a.stride_h;
     const T *xn = (const T *)a.norm_x + off;
     const T *g = (const T *)a.norm_gamma;
@@ -85,16 +83,62 @@ template <typename T> __global__ void __launch_bounds__(RN_THREADS) rotary_norm_
     for (int i = (int)a.rotary_dim + threadIdx.x; i < D; i += blockDim.x) y[i] = gc_to<T>(rv[i]);
 }
 
+template <typename T> __global__ void __launch_bounds__(RN_THREADS) rotary_norm_kernel(gcuda_rotary_args a)
+{
+    gc_pdl_wait();
+    gc_pdl_trigger();
+    rotary_norm_row<T>(a, blockIdx.x);
+}
+
+/* Two of them in one launch (a layer's q and k): blocks [0, rows_a) take
+ * a's rows, the others b's. Each branch reads its own parameter. */
+template <typename T>
+__global__ void __launch_bounds__(RN_THREADS) rotary_norm2_kernel(gcuda_rotary_args a, gcuda_rotary_args b,
+                                                                  int64_t rows_a)
+{
+    gc_pdl_wait();
+    gc_pdl_trigger();
+    if ((int64_t)blockIdx.x < rows_a) rotary_norm_row<T>(a, blockIdx.x);
+    else rotary_norm_row<T>(b, blockIdx.x - rows_a);
+}
+
+/* The rows of a rotary with its norm, after checking its arguments. */
+static graft_status rotary_norm_rows(const gcuda_rotary_args *a, int64_t *rows, graft_error *err)
+{
+    if (a->rotary_dim <= 0 || a->rotary_dim % 2 || a->rotary_dim > a->head_size || a->head_size > 16384 ||
+        !a->norm_gamma || a->batch < 0 || a->seq < 0 || a->heads < 0)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_rotary (with norm): rotary_dim %lld for head_size %lld",
+                          (long long)a->rotary_dim, (long long)a->head_size);
+    *rows = a->batch * a->seq * a->heads;
+    if (*rows > 0x3fffffffLL) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_rotary: %lld rows", (long long)*rows);
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gcuda_rotary_pair(const gcuda_rotary_args *a, const gcuda_rotary_args *b, gcuda_stream s,
+                                          graft_error *err)
+{
+    int64_t ra = 0, rb = 0;
+    graft_status st;
+    if (!a->norm_x || !b->norm_x || a->dtype != b->dtype)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_rotary_pair: two rotaries with their norms, of one dtype");
+    if ((st = rotary_norm_rows(a, &ra, err)) != GRAFT_OK || (st = rotary_norm_rows(b, &rb, err)) != GRAFT_OK)
+        return st;
+    if (ra + rb == 0) return GRAFT_OK;
+    size_t smem = (size_t)(a->head_size > b->head_size ? a->head_size : b->head_size) * sizeof(float);
+    GCUDA_DISPATCH(a->dtype, "gcuda_rotary_pair", {
+        gc_launch(gcuda_pdl_all(), (rotary_norm2_kernel<T>), (unsigned)(ra + rb), RN_THREADS, smem, s, *a, *b, ra);
+        GCUDA_CHECK_LAUNCH("rotary_norm2_kernel");
+    });
+    return GRAFT_OK;
+}
+
 extern "C" graft_status gcuda_rotary(const gcuda_rotary_args *a, gcuda_stream s, graft_error *err)
 {
     if (a->norm_x) {
-        if (a->rotary_dim <= 0 || a->rotary_dim % 2 || a->rotary_dim > a->head_size || a->head_size > 16384 ||
-            !a->norm_gamma || a->batch < 0 || a->seq < 0 || a->heads < 0)
-            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_rotary (with norm): rotary_dim %lld for head_size %lld",
-                              (long long)a->rotary_dim, (long long)a->head_size);
-        int64_t rows = a->batch * a->seq * a->heads;
+        int64_t rows = 0;
+        graft_status st = rotary_norm_rows(a, &rows, err);
+        if (st != GRAFT_OK) return st;
         if (rows == 0) return GRAFT_OK;
-        if (rows > 0x7fffffffLL) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_rotary: %lld rows", (long long)rows);
         size_t smem = (size_t)a->head_size * sizeof(float);
         GCUDA_DISPATCH(a->dtype, "gcuda_rotary", {
             gc_launch(gcuda_pdl_all(), (rotary_norm_kernel<T>), (unsigned)rows, RN_THREADS, smem, s, *a);

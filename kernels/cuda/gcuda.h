@@ -98,6 +98,11 @@ typedef struct gcuda_rotary_args {
 } gcuda_rotary_args;
 
 graft_status gcuda_rotary(const gcuda_rotary_args *a, gcuda_stream s, graft_error *err);
+/* Two rotaries with their norms (norm_x set in both: a layer's q and k),
+ * of one dtype, in one launch: as gcuda_rotary(a) then gcuda_rotary(b)
+ * when neither reads what the other writes. */
+graft_status gcuda_rotary_pair(const gcuda_rotary_args *a, const gcuda_rotary_args *b, gcuda_stream s,
+                               graft_error *err);
 
 /* ------------------------------------------------------------ decode GEMV */
 

@@ -124,6 +124,15 @@ struct cx_node {
                         * whose MatMul(s) (pro) compute it in their GEMV: when they can this run, it only shapes
                         * its outputs and sets mm_run */
     struct cx_node *rope_norm; /* RotaryEmbedding: the RMSNorm (fuse 3) it applies first (GRAFT_CUDA_FUSE_ROPE=0: not) */
+    /* RotaryEmbedding with its norm: the next one (a layer's k after its q,
+     * nothing between them reading this one's output: plan_rope_pair) that
+     * launches both (rope_second), or the earlier one it launches with
+     * itself; rope_run: the run in which the first left its arguments in
+     * rope_args for the second (GRAFT_CUDA_FUSE_ROPE2=0: not) */
+    struct cx_node *rope_pair;
+    bool rope_second;
+    uint64_t rope_run;
+    gcuda_rotary_args rope_args;
     struct cx_fuse *fz; /* the tail's chain (runtime/cuda/fuse.c) */
     int mm;             /* sibling MatMuls: 1 the group's first (runs their GEMVs), 2 a later one */
     struct cx_mgroup *mg; /* the first's group */
@@ -205,9 +214,12 @@ struct cx_exec {
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
     bool no_gemv;                   /* GRAFT_CUDA_NO_GEMV: one-row MatMuls on cuBLAS too (read once) */
+    bool slice_view;                /* a Slice of one contiguous block is that block, no copy
+                                     * (GRAFT_CUDA_SLICE_VIEW=0: copied; read once) */
     size_t n_rows;                  /* MatMul weights stored one output per row */
     size_t n_tails;                 /* MatMuls whose GEMV runs the chain after it */
     size_t n_pros;                  /* norms computed by the GEMV after them */
+    size_t n_rope_pairs;            /* RotaryEmbeddings launched with the one before them */
     size_t rows_bytes;
     /* GRAFT_CUDA_PREFETCH=MB: after each weight MatMul of a decode step, a side
      * stream asks L2 for up to MB of the next one's weights (forked from and
@@ -251,6 +263,11 @@ void cx_strides4(const cx_val *v, int64_t st[4]);
 /* The value's output slot made a view of a bound cache: [B, H, L, D] at buf. */
 cx_val *cx_out_cache(cx_exec *x, cx_node *cn, int i, int dtype, const int64_t dims[4], const cx_kvbind *kb,
                      graft_error *err);
+/* Output i made a contiguous window of device memory owned by another
+ * value (at d, a Slice of one block of its input): shaped, not
+ * allocated; a buffer it owned is freed (NULL, nothing changed, in a
+ * capture: the caller copies instead). */
+cx_val *cx_out_at(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_t *dims, void *d);
 /* The binding whose past input is v (NULL: none). */
 const cx_kvbind *cx_kv_of_past(cx_exec *x, const cx_val *v);
 /* Uploads the past/total lengths of this run once (pinned, async); the

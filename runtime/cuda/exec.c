@@ -362,6 +362,32 @@ cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_
     return v;
 }
 
+cx_val *cx_out_at(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_t *dims, void *d)
+{
+    RT_ASSERT(i < cn->n.n_out);
+    cx_val *v = cx_v(cn->n.out[i]);
+    if (rank < 0 || rank > RT_MAX_RANK || (v->dcap && x->capturing)) return NULL;
+    uint64_t numel = 1;
+    for (int k = 0; k < rank; k++) {
+        if (dims[k] < 0) return NULL;
+        numel *= (uint64_t)dims[k];
+    }
+    v->t.dtype = dtype;
+    v->t.rank = rank;
+    memcpy(v->t.dims, dims, (size_t)rank * sizeof *dims);
+    v->t.numel = numel;
+    v->t.nbytes = (size_t)numel * rt_dtype_size(dtype);
+    v->t.present = true;
+    v->base = NULL;
+    v->pitch = 0;
+    if (v->dcap) cudaFree(v->d);
+    v->dcap = 0;
+    v->d = d;
+    v->on_dev = true;
+    v->on_host = false;
+    return v;
+}
+
 cx_val *cx_out_cache(cx_exec *x, cx_node *cn, int i, int dtype, const int64_t dims[4], const cx_kvbind *kb,
                      graft_error *err)
 {
@@ -538,6 +564,8 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->tty = isatty(2);
     x->up_shown = -1;
     x->no_gemv = getenv("GRAFT_CUDA_NO_GEMV") != NULL;
+    const char *sv = getenv("GRAFT_CUDA_SLICE_VIEW");
+    x->slice_view = !sv || strcmp(sv, "0");
     const char *prof = getenv("GRAFT_CUDA_PROFILE");
     x->prof = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "sync") ? 2 : !strcmp(prof, "graph") ? 3 : 1;
     cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
@@ -1587,6 +1615,10 @@ static const char *cx_describe(rt_backend *b)
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu chains run by the GEMV before them, %zu norms by the GEMV after",
                  x->n_tails, x->n_pros);
+    }
+    if (x->n_rope_pairs) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu rotary pairs in one launch", x->n_rope_pairs);
     }
     if (x->n_rows) {
         size_t l = strlen(fz);

@@ -16,7 +16,8 @@
  * scale that exporters spell out (Mul, ReduceMean, Add, Sqrt, Div) as a
  * chain head (GRAFT_CUDA_FUSE_NORM=0: not); an RMSNorm feeding a
  * RotaryEmbedding applied by the rotary launch (GRAFT_CUDA_FUSE_ROPE=0:
- * not); the chain after a weight MatMul run by its GEMV (plan_tails,
+ * not), and a layer's q and k rotaries so made in one launch
+ * (plan_rope_pair, GRAFT_CUDA_FUSE_ROPE2=0: not); the chain after a weight MatMul run by its GEMV (plan_tails,
  * GRAFT_CUDA_FUSE_TAIL=0: not); the norm before one computed by it
  * (plan_prologue, GRAFT_CUDA_FUSE_PRO=0: not); off unless asked for (it measured slower
  * on the H200): GRAFT_CUDA_PREFETCH=MB, after each weight
@@ -88,11 +89,12 @@ static int is_norm_head(const cx_node *cn)
     const rt_node *n = &cn->n;
     if (cn->place != CX_DEVICE || *graft_node_domain(n->src) || strcmp(rt_node_op(n), "RMSNormalization")) return 0;
     if (n->n_in < 2 || !n->in[0] || !n->in[1] || !n->out[0] || n->in[0]->rank < 1) return 0;
-    /* over the last axis only, one output read */
+    /* over the last axis only, one output read (the others may be named,
+     * but nothing reads them: n_readers counts a graph output too) */
     int ax = (int)rt_attr_int(n, "axis", -1);
     if (ax != -1 && ax != n->in[0]->rank - 1) return 0;
     for (int j = 1; j < n->n_out; j++)
-        if (n->out[j] && *graft_node_output(n->src, (size_t)j)) return 0;
+        if (n->out[j] && cx_v(n->out[j])->n_readers) return 0;
     return n->in[0]->dtype == n->in[1]->dtype;
 }
 
@@ -228,6 +230,42 @@ static int weight_matmul(const cx_node *cn)
         return 0;
     const cx_val *b = cx_v(n->in[1]);
     return b->is_init && b->t.rank == 2 && b->t.dtype == n->in[0]->dtype && cx_is_float(b->t.dtype);
+}
+
+/* A rotary that normalises its rows first (rope_norm) and the next such
+ * rotary of the same cos/sin caches and positions, with only views, later
+ * members of a MatMul group (their outputs made by the group's first, before
+ * the first rotary) and the second's norm (fuse 3) between them, none of
+ * them reading the first's output: one launch runs both (a layer's q and k,
+ * run by the second; the first leaves its arguments). */
+static void plan_rope_pair(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_FUSE_ROPE2");
+    if (e && !strcmp(e, "0")) return;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *a = &x->nodes[i];
+        if (!a->rope_norm || a->rope_pair || a->n.n_in < 3) continue;
+        const rt_tensor *ya = a->n.out[0];
+        for (size_t k = i + 1; k < x->n_nodes; k++) {
+            cx_node *b = &x->nodes[k];
+            int reads = 0;
+            for (int j = 0; j < b->n.n_in; j++) reads |= b->n.in[j] == ya;
+            if (reads) break;
+            if (b->rope_norm) {
+                int same = b->n.n_in == a->n.n_in && !b->rope_pair;
+                for (int j = 1; j < a->n.n_in && same; j++) same = a->n.in[j] == b->n.in[j];
+                if (same && b->place == CX_DEVICE && a->place == CX_DEVICE) {
+                    a->rope_pair = b;
+                    b->rope_pair = a;
+                    b->rope_second = true;
+                    x->n_rope_pairs++;
+                }
+                break;
+            }
+            if (b->place == CX_VIEW || b->mm == 2 || b->fuse == 3) continue;
+            break;
+        }
+    }
 }
 
 static void plan_siblings(cx_exec *x)
@@ -585,7 +623,10 @@ void cx_fuse_plan(cx_exec *x)
     free(n2eps);
     free(n2skip);
     const char *fr = getenv("GRAFT_CUDA_FUSE_ROPE");
-    if (!fr || strcmp(fr, "0")) plan_rope_norm(x);
+    if (!fr || strcmp(fr, "0")) {
+        plan_rope_norm(x);
+        plan_rope_pair(x);
+    }
     plan_tails(x);
     plan_prologue(x);
     plan_prefetch(x); /* after the groups: a group's first stands for it */
@@ -789,8 +830,9 @@ static int pro_norm_kind(const cx_node *cn)
     const char *dom = graft_node_domain(n->src), *op = rt_node_op(n);
     if (!*dom && is_norm_head(cn)) return 1;
     if (strcmp(dom, "com.microsoft") || strcmp(op, "SkipSimplifiedLayerNormalization") || n->n_in < 3) return 0;
+    /* mean and inv_std_var unread (exporters name them all the same) */
     for (int j = 1; j < 3 && j < n->n_out; j++)
-        if (n->out[j] && *graft_node_output(n->src, (size_t)j)) return 0;
+        if (n->out[j] && cx_v(n->out[j])->n_readers) return 0;
     for (int j = 0; j < n->n_in; j++)
         if (n->in[j] && n->in[j]->dtype != n->in[0]->dtype) return 0;
     return 2;

@@ -488,6 +488,21 @@ static graft_status ints_of(cx_exec *x, cx_val *v, int64_t *dst, size_t cap, siz
     return GRAFT_OK;
 }
 
+/* A slice (od of dims, steps step) that is one contiguous block of its
+ * input, not empty: every axis before the first cut one is 1 wide, every
+ * axis after it whole, steps 1 where more than one element is taken. */
+static int slice_block(int r, const int64_t *dims, const int64_t *od, const int64_t *step)
+{
+    for (int d = 0; d < r; d++)
+        if (od[d] == 0 || (od[d] > 1 && step[d] != 1)) return 0;
+    int p = 0;
+    while (p < r && od[p] == dims[p]) p++;
+    if (p == r) return 1; /* all of it */
+    for (int d = 0; d < r; d++)
+        if ((d < p && od[d] != 1) || (d > p && od[d] != dims[d])) return 0;
+    return 1;
+}
+
 static graft_status run_slice(cx_exec *x, cx_node *cn, graft_error *err)
 {
     cx_val *a = cx_in(cn, 0);
@@ -539,9 +554,14 @@ static graft_status run_slice(cx_exec *x, cx_node *cn, graft_error *err)
     }
     contig(r, od, sh.st[1]);
     TRY(cx_to_dev(x, a, err));
+    size_t es = rt_dtype_size(a->t.dtype);
+    if (slice_block(r, a->t.dims, od, step) && !a->pitch && x->slice_view) {
+        /* one contiguous block of the input (a decode step's per-layer
+         * input): the output is that block, no copy */
+        if (cx_out_at(x, cn, 0, a->t.dtype, r, od, (char *)a->d + off * (int64_t)es)) return GRAFT_OK;
+    }
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
     OUT_OR_FAIL(y);
-    size_t es = rt_dtype_size(a->t.dtype);
     return gops_copy(es, &sh, (const char *)a->d + off * (int64_t)es, y->d, STRM(x), err);
 }
 
@@ -743,7 +763,37 @@ static const int64_t *iota(cx_exec *x, int64_t n, graft_error *err)
     return d;
 }
 
+static graft_status rotary_args(cx_exec *x, cx_node *cn, gcuda_rotary_args *rp, graft_error *err);
+
+/* A rotary of a pair (plan_rope_pair): the first leaves its arguments for
+ * the second when both normalise their rows here; the second launches both,
+ * or the first's alone when it cannot join it (then its own as usual). */
 static graft_status run_rotary(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    gcuda_rotary_args r = {0};
+    graft_status rc = rotary_args(x, cn, &r, err);
+    cx_node *first = cn->rope_second ? cn->rope_pair : NULL;
+    if (first && first->rope_run == x->run_no) {
+        first->rope_run = 0;
+        if (rc == GRAFT_OK && r.norm_x && r.dtype == first->rope_args.dtype)
+            return gcuda_rotary_pair(&first->rope_args, &r, STRM(x), err);
+        graft_error e2 = {0};
+        graft_status rq = gcuda_rotary(&first->rope_args, STRM(x), &e2);
+        if (rq != GRAFT_OK) {
+            *err = e2;
+            return rq;
+        }
+    }
+    if (rc != GRAFT_OK) return rc;
+    if (cn->rope_pair && !cn->rope_second && r.norm_x && cn->rope_pair->place == CX_DEVICE) {
+        cn->rope_args = r;
+        cn->rope_run = x->run_no;
+        return GRAFT_OK;
+    }
+    return gcuda_rotary(&r, STRM(x), err);
+}
+
+static graft_status rotary_args(cx_exec *x, cx_node *cn, gcuda_rotary_args *rp, graft_error *err)
 {
     cx_val *a = cx_in(cn, 0), *c = cx_in(cn, 1), *s = cx_in(cn, 2), *p = cx_in(cn, 3);
     /* without position_ids the caches are [batch, seq, rotary_dim / 2], token by token */
@@ -797,7 +847,8 @@ static graft_status run_rotary(cx_exec *x, cx_node *cn, graft_error *err)
             TRY(nn->dop->run(x, nn, err));
         }
     }
-    return gcuda_rotary(&r, STRM(x), err);
+    *rp = r;
+    return GRAFT_OK;
 }
 
 /* ------------------------------------------------------------ attention over a bound KV cache */

@@ -247,8 +247,17 @@ static void test_skip_rmsnorm(int dt, int rows, int dim, bool bias)
 
 /* norm: each row RMS-normalised first (gamma, eps 1e-6, rounded to dt as
  * the RMSNorm node stores it), then rotated (the q/k-norm + rotary launch) */
-static void test_rotary(int dt, int B, int S, int H, int hs, int rd, int interleaved, int bhsd, bool inplace,
-                        bool norm = false)
+struct rot_case {
+    gcuda_rotary_args a;
+    std::vector<double> ref;
+    void *dy;
+    size_t n;
+    std::string name, shape;
+};
+
+/* A rotary's arguments on fresh inputs (device) and its fp64 reference. */
+static rot_case rot_make(int dt, int B, int S, int H, int hs, int rd, int interleaved, int bhsd, bool inplace,
+                         bool norm)
 {
     int half = rd / 2, max_pos = 64;
     size_t n = (size_t)B * S * H * hs;
@@ -294,8 +303,6 @@ static void test_rotary(int dt, int B, int S, int H, int hs, int rd, int interle
                     for (int i = 0; i < hs; i++) xr[i] = round_to(dt, (float)(xr[i] * inv * gam[i]));
                 }
     }
-    CK(gcuda_rotary(&a, NULL, &E));
-    auto got = ddown(dt, dy, n);
     std::vector<double> ref(n);
     for (int b = 0; b < B; b++)
         for (int s = 0; s < S; s++)
@@ -312,10 +319,29 @@ static void test_rotary(int dt, int B, int S, int H, int hs, int rd, int interle
                 }
                 for (int i = rd; i < hs; i++) yr[i] = xr[i];
             }
-    check(norm ? "rmsnorm+rotary" : "rotary",
-          fmt("B%d S%d H%d hs%d rd%d %s %s%s", B, S, H, hs, rd, interleaved ? "inter" : "half", bhsd ? "BHSD" : "BSHD",
-              inplace ? " in-place" : ""),
-          dt, got, ref);
+    return {a, ref, dy, n, norm ? "rmsnorm+rotary" : "rotary",
+            fmt("B%d S%d H%d hs%d rd%d %s %s%s", B, S, H, hs, rd, interleaved ? "inter" : "half", bhsd ? "BHSD" : "BSHD",
+                inplace ? " in-place" : "")};
+}
+
+static void test_rotary(int dt, int B, int S, int H, int hs, int rd, int interleaved, int bhsd, bool inplace,
+                        bool norm = false)
+{
+    rot_case c = rot_make(dt, B, S, H, hs, rd, interleaved, bhsd, inplace, norm);
+    CK(gcuda_rotary(&c.a, NULL, &E));
+    check(c.name.c_str(), c.shape, dt, ddown(dt, c.dy, c.n), c.ref);
+    release_all();
+}
+
+/* Two rotaries with their norms in one launch (a layer's q and k:
+ * gcuda_rotary_pair), each against its own reference. */
+static void test_rotary_pair(int dt, int Hq, int hq, int Hk, int hk, int rd, int interleaved)
+{
+    rot_case q = rot_make(dt, 1, 1, Hq, hq, rd, interleaved, 0, false, true);
+    rot_case k = rot_make(dt, 1, 1, Hk, hk, rd, interleaved, 0, false, true);
+    CK(gcuda_rotary_pair(&q.a, &k.a, NULL, &E));
+    check("rmsnorm+rotary pair (first)", q.shape, dt, ddown(dt, q.dy, q.n), q.ref);
+    check("rmsnorm+rotary pair (second)", k.shape, dt, ddown(dt, k.dy, k.n), k.ref);
     release_all();
 }
 
@@ -1609,6 +1635,9 @@ int main(int argc, char **argv)
         test_rotary(dt, 1, 1, 8, 256, 256, 0, 0, false, true);
         test_rotary(dt, 1, 1, 4, 512, 512, 0, 0, true, true);
         test_rotary(dt, 2, 3, 2, 128, 64, 1, 1, false, true);
+        test_rotary_pair(dt, 8, 256, 1, 256, 256, 0);
+        test_rotary_pair(dt, 8, 512, 1, 512, 128, 0);
+        test_rotary_pair(dt, 4, 128, 2, 256, 64, 1);
 
         test_gemv(dt, 64, 64);
         test_gemv(dt, 1536, 1536);
