@@ -20,18 +20,24 @@
 
 /* ------------------------------------------------------------ KV append */
 
+/* K's and V's rows in one launch (parts 2: items [total, 2 * total) are
+ * V's, src1 into dst1), or one of them (parts 1). */
 template <typename E>
-__global__ void kv_append_kernel(const E *__restrict__ src, E *__restrict__ dst, const int32_t *__restrict__ past,
-                                 int S, int H, int W, int max_seq, long long sb, long long ss, long long sh,
-                                 long long total)
+__global__ void kv_append_kernel(const E *__restrict__ src0, E *__restrict__ dst0, const E *__restrict__ src1,
+                                 E *__restrict__ dst1, const int32_t *__restrict__ past, int S, int H, int W,
+                                 int max_seq, long long sb, long long ss, long long sh, long long total, int parts)
 {
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
     gc_pdl_trigger();
     /* W: units of E per row; sb, ss, sh: strides in units of E */
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total * parts;
          i += (long long)gridDim.x * blockDim.x) {
-        int w = (int)(i % W);
-        long long r = i / W;
+        const bool second = i >= total;
+        const long long j = second ? i - total : i;
+        const E *src = second ? src1 : src0;
+        E *dst = second ? dst1 : dst0;
+        int w = (int)(j % W);
+        long long r = j / W;
         int h = (int)(r % H);
         r /= H;
         int s = (int)(r % S);
@@ -55,29 +61,39 @@ extern "C" graft_status gcuda_kv_append(const gcuda_kv_append_args *a, gcuda_str
     if (a->seq == 0) return GRAFT_OK;
     const void *src[2] = {a->k, a->v};
     void *dst[2] = {a->k_cache, a->v_cache};
+    int vec[2] = {0, 0};
+    size_t row = (size_t)a->head_dim * es;
     for (int i = 0; i < 2; i++) {
         if (!src[i]) continue;
         if (!dst[i]) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_kv_append: %s cache is NULL", i ? "v" : "k");
-        size_t row = (size_t)a->head_dim * es;
-        int vec = row % 16 == 0 && ((uintptr_t)src[i] | (uintptr_t)dst[i]) % 16 == 0 &&
-                  ((size_t)a->stride_b * es | (size_t)a->stride_s * es | (size_t)a->stride_h * es) % 16 == 0;
-        long long div = vec ? (long long)(16 / es) : 1;
+        vec[i] = row % 16 == 0 && ((uintptr_t)src[i] | (uintptr_t)dst[i]) % 16 == 0 &&
+                 ((size_t)a->stride_b * es | (size_t)a->stride_s * es | (size_t)a->stride_h * es) % 16 == 0;
+    }
+    /* both in one launch when they move in the same units */
+    int both = src[0] && src[1] && vec[0] == vec[1];
+    for (int i = 0; i < 2; i++) {
+        if (!src[i]) continue;
+        int parts = both ? 2 : 1;
+        const void *s1 = both ? src[1] : src[i];
+        void *d1 = both ? dst[1] : dst[i];
+        long long div = vec[i] ? (long long)(16 / es) : 1;
         long long W = a->head_dim / div, total = a->batch * a->seq * a->kv_heads * W;
-        unsigned blocks = gc_blocks(total, 256);
-        if (vec) {
+        unsigned blocks = gc_blocks(total * parts, 256);
+        if (vec[i]) {
             gc_launch(gcuda_pdl_all(), (kv_append_kernel<uint4>), blocks, 256, 0, s, (const uint4 *)src[i],
-                      (uint4 *)dst[i], a->past_lens, (int)a->seq, (int)a->kv_heads, (int)W, (int)a->max_seq,
-                      a->stride_b / div, a->stride_s / div, a->stride_h / div, total);
+                      (uint4 *)dst[i], (const uint4 *)s1, (uint4 *)d1, a->past_lens, (int)a->seq, (int)a->kv_heads,
+                      (int)W, (int)a->max_seq, a->stride_b / div, a->stride_s / div, a->stride_h / div, total, parts);
         } else if (es == 4) {
             gc_launch(gcuda_pdl_all(), (kv_append_kernel<uint32_t>), blocks, 256, 0, s, (const uint32_t *)src[i],
-                      (uint32_t *)dst[i], a->past_lens, (int)a->seq, (int)a->kv_heads, (int)W, (int)a->max_seq,
-                      a->stride_b, a->stride_s, a->stride_h, total);
+                      (uint32_t *)dst[i], (const uint32_t *)s1, (uint32_t *)d1, a->past_lens, (int)a->seq,
+                      (int)a->kv_heads, (int)W, (int)a->max_seq, a->stride_b, a->stride_s, a->stride_h, total, parts);
         } else {
             gc_launch(gcuda_pdl_all(), (kv_append_kernel<uint16_t>), blocks, 256, 0, s, (const uint16_t *)src[i],
-                      (uint16_t *)dst[i], a->past_lens, (int)a->seq, (int)a->kv_heads, (int)W, (int)a->max_seq,
-                      a->stride_b, a->stride_s, a->stride_h, total);
+                      (uint16_t *)dst[i], (const uint16_t *)s1, (uint16_t *)d1, a->past_lens, (int)a->seq,
+                      (int)a->kv_heads, (int)W, (int)a->max_seq, a->stride_b, a->stride_s, a->stride_h, total, parts);
         }
         GCUDA_CHECK_LAUNCH("kv_append_kernel");
+        if (both) break;
     }
     return GRAFT_OK;
 }
