@@ -44,7 +44,12 @@ OUT=/tmp/cuda-all-logs
 mkdir -p "$OUT" "$RES"
 STEPS=" ${*:-kernels skeleton verify profile nsys bench sanitize} "
 left() { echo $((DEADLINE_S - ($(date +%s) - T0))); }
-step() { echo "=== [$(($(date +%s) - T0)) s] $*"; }
+# the logs so far into what comes back, at each step: a call cut off by the
+# device tool's limit still returns them
+step() {
+    tar czf "$RES/logs.tgz" -C "$OUT" . 2>/dev/null
+    echo "=== [$(($(date +%s) - T0)) s] $*"
+}
 has() { case "$STEPS" in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
 cat .devcarry-rt/COMMIT
