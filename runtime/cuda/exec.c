@@ -328,6 +328,18 @@ graft_status cx_to_host(cx_exec *x, cx_val *v, graft_error *err)
     return rc;
 }
 
+/* v shaped (dims checked by the caller), present, not a view. */
+static void out_shape(cx_val *v, int dtype, int rank, const int64_t *dims, uint64_t numel)
+{
+    v->t.dtype = dtype;
+    v->t.rank = rank;
+    memcpy(v->t.dims, dims, (size_t)rank * sizeof *dims);
+    v->t.numel = numel;
+    v->t.nbytes = (size_t)numel * rt_dtype_size(dtype);
+    v->t.present = true;
+    v->base = NULL;
+}
+
 cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_t *dims, graft_error *err)
 {
     RT_ASSERT(i < cn->n.n_out);
@@ -344,13 +356,7 @@ cx_val *cx_out(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int64_
         }
         numel *= (uint64_t)dims[d];
     }
-    v->t.dtype = dtype;
-    v->t.rank = rank;
-    memcpy(v->t.dims, dims, (size_t)rank * sizeof *dims);
-    v->t.numel = numel;
-    v->t.nbytes = (size_t)numel * rt_dtype_size(dtype);
-    v->t.present = true;
-    v->base = NULL;
+    out_shape(v, dtype, rank, dims, numel);
     if (v->pitch) { /* was a cache view: the buffer is the generator's */
         v->pitch = 0;
         v->d = NULL;
@@ -372,13 +378,7 @@ cx_val *cx_out_at(cx_exec *x, cx_node *cn, int i, int dtype, int rank, const int
         if (dims[k] < 0) return NULL;
         numel *= (uint64_t)dims[k];
     }
-    v->t.dtype = dtype;
-    v->t.rank = rank;
-    memcpy(v->t.dims, dims, (size_t)rank * sizeof *dims);
-    v->t.numel = numel;
-    v->t.nbytes = (size_t)numel * rt_dtype_size(dtype);
-    v->t.present = true;
-    v->base = NULL;
+    out_shape(v, dtype, rank, dims, numel);
     v->pitch = 0;
     if (v->dcap) cudaFree(v->d);
     v->dcap = 0;
@@ -394,13 +394,7 @@ cx_val *cx_out_cache(cx_exec *x, cx_node *cn, int i, int dtype, const int64_t di
     (void)x;
     RT_ASSERT(i < cn->n.n_out);
     cx_val *v = cx_v(cn->n.out[i]);
-    v->t.dtype = dtype;
-    v->t.rank = 4;
-    memcpy(v->t.dims, dims, 4 * sizeof *dims);
-    v->t.numel = (uint64_t)(dims[0] * dims[1] * dims[2] * dims[3]);
-    v->t.nbytes = (size_t)v->t.numel * rt_dtype_size(dtype);
-    v->t.present = true;
-    v->base = NULL;
+    out_shape(v, dtype, 4, dims, (uint64_t)(dims[0] * dims[1] * dims[2] * dims[3]));
     if (v->dcap) cudaFree(v->d);
     v->dcap = 0;
     v->d = kb->buf;
