@@ -110,7 +110,7 @@ static graft_status rotary_norm_rows(const gcuda_rotary_args *a, int64_t *rows, 
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_rotary (with norm): rotary_dim %lld for head_size %lld",
                           (long long)a->rotary_dim, (long long)a->head_size);
     *rows = a->batch * a->seq * a->heads;
-    if (*rows > 0x3fffffffLL) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_rotary: %lld rows", (long long)*rows);
+    if (*rows > 0x7fffffffLL) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_rotary: %lld rows", (long long)*rows);
     return GRAFT_OK;
 }
 
@@ -123,6 +123,8 @@ extern "C" graft_status gcuda_rotary_pair(const gcuda_rotary_args *a, const gcud
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_rotary_pair: two rotaries with their norms, of one dtype");
     if ((st = rotary_norm_rows(a, &ra, err)) != GRAFT_OK || (st = rotary_norm_rows(b, &rb, err)) != GRAFT_OK)
         return st;
+    if (ra + rb > 0x7fffffffLL)
+        return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_rotary_pair: %lld rows", (long long)(ra + rb));
     if (ra + rb == 0) return GRAFT_OK;
     size_t smem = (size_t)(a->head_size > b->head_size ? a->head_size : b->head_size) * sizeof(float);
     GCUDA_DISPATCH(a->dtype, "gcuda_rotary_pair", {

@@ -160,9 +160,10 @@ int gcuda_pdl_mode(void)
     return mode;
 }
 
-/* Fire-and-forget L2 prefetches of 128-byte lines: the kernel ends once they
- * are issued; the memory system fetches on. */
-__global__ void l2_prefetch_kernel(gcuda_prefetch_set ps)
+/* Fire-and-forget L2 prefetches of 128-byte lines, the ranges spread over
+ * the grid's threads: a kernel ends once they are issued; the memory system
+ * fetches on. */
+__device__ __forceinline__ void l2_prefetch_ranges(const gcuda_prefetch_set &ps)
 {
     size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     for (int r = 0; r < ps.n; r++) {
@@ -172,6 +173,8 @@ __global__ void l2_prefetch_kernel(gcuda_prefetch_set ps)
     }
 }
 
+__global__ void l2_prefetch_kernel(gcuda_prefetch_set ps) { l2_prefetch_ranges(ps); }
+
 /* The same, in the stream's order as a programmatic dependent: the kernel
  * after it may start at once, and this one ends only after the kernel
  * before it (griddepcontrol.wait), so that what follows still sees that
@@ -179,12 +182,7 @@ __global__ void l2_prefetch_kernel(gcuda_prefetch_set ps)
 __global__ void l2_prefetch_dep_kernel(gcuda_prefetch_set ps)
 {
     gc_pdl_trigger();
-    size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
-    for (int r = 0; r < ps.n; r++) {
-        const char *p = (const char *)ps.ptr[r];
-        size_t lines = (ps.bytes[r] + 127) / 128;
-        for (size_t i = t; i < lines; i += stride) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i * 128));
-    }
+    l2_prefetch_ranges(ps);
     gc_pdl_wait();
 }
 

@@ -1034,8 +1034,6 @@ static void prof_report(cx_exec *x)
     free(done);
 }
 
-/* Events mode: the events of a node (created on first use); false when
- * they cannot be made (the node is then timed on the host only). */
 /* An event recorded on the stream; while capturing, as an event record
  * node of the graph (a plain record in a capture only orders the capture,
  * it is never timed). */
@@ -1045,6 +1043,8 @@ static void prof_record(cx_exec *x, cudaEvent_t e)
     else cudaEventRecord(e, x->stream);
 }
 
+/* Events mode: the events of a node (created on first use); false when
+ * they cannot be made (the node is then timed on the host only). */
 static bool prof_events(cx_exec *x, cx_node *cn)
 {
     if (cn->pev[0]) return true;

@@ -740,7 +740,6 @@ graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err)
     return cx_fuse_run(x, cn, err);
 }
 
-
 static int made_before(cx_exec *x, const rt_tensor *t, size_t i)
 {
     cx_node *p = producer(x, t);

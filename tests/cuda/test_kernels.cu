@@ -245,8 +245,6 @@ static void test_skip_rmsnorm(int dt, int rows, int dim, bool bias)
 
 /* ------------------------------------------------------------ rotary */
 
-/* norm: each row RMS-normalised first (gamma, eps 1e-6, rounded to dt as
- * the RMSNorm node stores it), then rotated (the q/k-norm + rotary launch) */
 struct rot_case {
     gcuda_rotary_args a;
     std::vector<double> ref;
@@ -255,7 +253,9 @@ struct rot_case {
     std::string name, shape;
 };
 
-/* A rotary's arguments on fresh inputs (device) and its fp64 reference. */
+/* A rotary's arguments on fresh inputs (device) and its fp64 reference.
+ * norm: each row RMS-normalised first (gamma, eps 1e-6, rounded to dt as
+ * the RMSNorm node stores it), then rotated (the q/k-norm + rotary launch) */
 static rot_case rot_make(int dt, int B, int S, int H, int hs, int rd, int interleaved, int bhsd, bool inplace,
                          bool norm)
 {
