@@ -127,4 +127,28 @@ __device__ __forceinline__ void go_norm_chain_row(const gops_fuse &f, I row, flo
     }
 }
 
+/* The skip RMSNorm after a norm-headed chain (f.sk_y set), over the row
+ * the chain just wrote to f.y: each thread reads back only the elements it
+ * wrote (no barrier needed between them), and writes each output element
+ * after reading its inputs there, so outputs may alias inputs. */
+template <typename I> __device__ __forceinline__ void go_skip_norm_row(const gops_fuse &f, I row, float *scratch)
+{
+    const int dim = (int)f.norm_dim, dt = f.y_dtype;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float t = go_ld(f.y, dt, row + i) + go_ld(f.sk_x, dt, row + i);
+        if (f.sk_bias) t += go_ld(f.sk_bias, dt, i);
+        ss += t * t;
+    }
+    ss = gc_block_sum(ss, scratch);
+    float q = ss / (float)dim + f.sk_eps;
+    float inv = dt == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float t = go_ld(f.y, dt, row + i) + go_ld(f.sk_x, dt, row + i);
+        if (f.sk_bias) t += go_ld(f.sk_bias, dt, i);
+        if (f.sk_sum) go_st(f.sk_sum, dt, row + i, t);
+        go_st(f.sk_y, dt, row + i, t * inv * go_ld(f.sk_gamma, dt, i));
+    }
+}
+
 #endif

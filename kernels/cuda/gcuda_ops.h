@@ -98,6 +98,15 @@ typedef struct gops_fuse {
     float eps;
     int norm_dtype;
     int norm_div;      /* x / sqrt(mean + eps), as that graph computes it, instead of x * rsqrt */
+    /* sk_y set (a norm-headed chain over one row, run by a GEMV's last
+     * block: gcuda_gemv_rows_tail): the skip RMSNorm that reads the
+     * chain's output c, run after it in the same block: t = sk_x + c
+     * (+ sk_bias) in fp32, stored rounded to sk_sum (may be NULL);
+     * sk_y = t * rsqrt(mean(t^2) + sk_eps) * sk_gamma, rounded, all of
+     * y's dtype (gcuda_skip_rmsnorm's arithmetic). */
+    const void *sk_x, *sk_bias, *sk_gamma;
+    void *sk_y, *sk_sum;
+    float sk_eps;
 } gops_fuse;
 graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_error *err);
 
@@ -132,8 +141,13 @@ graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0,
 
 /* *out (device) = the index of the largest of x[0..n), the lowest index on
  * a tie, as the host's greedy pick (best = 0; x[i] > x[best] moves it):
- * NaN never wins, a NaN at 0 or nothing above -inf gives 0. */
-graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, gcuda_stream s, graft_error *err);
+ * NaN never wins, a NaN at 0 or nothing above -inf gives 0. ws: device
+ * scratch of GOPS_ARGMAX_WS bytes, zeroed before its first use (its
+ * counter resets itself), one per stream. */
+#define GOPS_ARGMAX_BLOCKS 256
+#define GOPS_ARGMAX_WS (16 + GOPS_ARGMAX_BLOCKS * 16)
+graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, void *ws, gcuda_stream s,
+                         graft_error *err);
 
 /* Attention for any number of query rows: one block per (batch, query
  * head, query row), online softmax over the keys. Q rows [hd], K/V rows

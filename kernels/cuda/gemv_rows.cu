@@ -14,10 +14,11 @@
  * side by side. A single matrix may carry the elementwise chain that reads
  * its output (gcuda_gemv_rows_tail): per output element (EPI 1), or, for
  * a chain headed by an RMSNorm over the whole output, run by the last
- * block to finish (EPI 2: an atomic counter, reset by that block); two
- * (gate, up) may run as a pair, row r of both read by the same threads,
- * with the chain over both outputs (EPI 3). x may be the output of an
- * RMSNorm or skip RMSNorm that every block computes first (PRO 1, 2:
+ * block to finish (EPI 2: an atomic counter, reset by that block; then
+ * also the skip RMSNorm that reads the chain's output, gops_fuse.sk_y);
+ * two (gate, up) may run as a pair, row r of both read by the same
+ * threads, with the chain over both outputs (EPI 3). x may be the output
+ * of an RMSNorm or skip RMSNorm that every block computes first (PRO 1, 2:
  * gcuda_gemv_rows_fused). */
 #include "kernels/cuda/gcuda_chain.cuh"
 
@@ -217,6 +218,7 @@ __global__ void __launch_bounds__(ROWS_THREADS)
         if (!last) return;
         __threadfence();
         go_norm_chain_row<int, true>(tail, 0, scratch);
+        if (tail.sk_y) go_skip_norm_row<int>(tail, 0, scratch);
         if (threadIdx.x == 0) *counter = 0;
     }
 }
@@ -295,6 +297,8 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         for (int d = 0; d < tail->rank; d++) numel *= tail->dims[d];
         bool ok = (n == 1 || pair) && numel == set.rows && tail->n_ins >= 0 && tail->n_ins <= GOPS_FUSE_MAX &&
                   tail->rank <= GOPS_MAX_RANK && (tail->norm_dim == 0 || (tail->norm_dim == rows && counter));
+        /* a skip norm after the chain: only by the last block of one matrix's norm-headed chain */
+        ok = ok && (!tail->sk_y || (!pair && tail->norm_dim && tail->sk_x && tail->sk_gamma && tail->y_dtype == dtype));
         for (int k = 0; ok && k < tail->n_ins; k++)
             ok = tail->ins[k].kind != GOPS_FUSE_BINARY || (tail->ins[k].leaf >= 0 && tail->ins[k].leaf < tail->n_leaf);
         if (!ok)

@@ -317,47 +317,90 @@ extern "C" graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_err
 
 /* ------------------------------------------------------------ argmax */
 
-/* One block: each thread scans a strided slice keeping its first maximum,
- * then a shared-memory tree keeps the larger value, the lower index on a
- * tie. As the host's loop (best = 0; i > 0 wins on x[i] > x[best]): NaN
- * never wins, and a NaN at 0 or nothing above -inf gives 0. */
-#define GO_AMAX_THREADS 1024
-template <typename T> __global__ void go_argmax_kernel(const T *x, int64_t n, int64_t *out)
+/* Blocks over 16-byte vectors of x (grid-stride, so each thread's indices
+ * ascend and it keeps its first maximum), each block's best to ws, the last
+ * block to finish (a counter in ws, reset by it) picks among them: the larger
+ * value, the lower index on a tie. As the host's loop (best = 0; i > 0 wins
+ * on x[i] > x[best]): NaN never wins, and a NaN at 0 or nothing above -inf
+ * gives 0. bi == n: nothing seen. */
+#define GO_AMAX_THREADS 256
+__device__ __forceinline__ void go_amax_take(float v, int64_t i, int64_t n, float &bv, int64_t &bi)
 {
-    __shared__ float sv[GO_AMAX_THREADS];
-    __shared__ int64_t si[GO_AMAX_THREADS];
-    float bv = -INFINITY;
-    int64_t bi = n;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = gc_f(x[i]);
-        if (v > bv || (v == bv && bi == n)) {
-            bv = v;
-            bi = i;
-        }
+    if (i < n && (bi == n || v > bv || (v == bv && i < bi))) {
+        bv = v;
+        bi = i;
     }
-    sv[threadIdx.x] = bv;
-    si[threadIdx.x] = bi;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w) {
-            float v = sv[threadIdx.x + w];
-            int64_t i = si[threadIdx.x + w];
-            if (i < n && (si[threadIdx.x] == n || v > sv[threadIdx.x] || (v == sv[threadIdx.x] && i < si[threadIdx.x]))) {
-                sv[threadIdx.x] = v;
-                si[threadIdx.x] = i;
-            }
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *out = si[0] == n || isnan(gc_f(x[0])) ? 0 : si[0];
 }
 
-extern "C" graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, gcuda_stream s,
+__device__ __forceinline__ void go_amax_block(float &bv, int64_t &bi, int64_t n)
+{
+    __shared__ float sv[GO_AMAX_THREADS / 32];
+    __shared__ int64_t si[GO_AMAX_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1) {
+        float v = __shfl_down_sync(0xffffffffu, bv, o);
+        int64_t i = __shfl_down_sync(0xffffffffu, bi, o);
+        go_amax_take(v, i, n, bv, bi);
+    }
+    if ((threadIdx.x & 31) == 0) sv[threadIdx.x >> 5] = bv, si[threadIdx.x >> 5] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int w = 1; w < GO_AMAX_THREADS / 32; w++) go_amax_take(sv[w], si[w], n, bv, bi);
+}
+
+template <typename T> __global__ void __launch_bounds__(GO_AMAX_THREADS) go_argmax_kernel(const T *x, int64_t n, bool vec, int64_t *out, void *ws)
+{
+    constexpr int V = 16 / (int)sizeof(T);
+    unsigned *counter = (unsigned *)ws;
+    float *pv = (float *)((char *)ws + 16);
+    int64_t *pi = (int64_t *)(pv + GOPS_ARGMAX_BLOCKS);
+    float bv = -INFINITY;
+    int64_t bi = n;
+    const int64_t t0 = (int64_t)blockIdx.x * GO_AMAX_THREADS + threadIdx.x, stride = (int64_t)gridDim.x * GO_AMAX_THREADS;
+    const int64_t nv = vec ? n / V : 0;
+    for (int64_t c = t0; c < nv; c += stride) {
+        float f[V];
+        gc_unpack<T>(__ldg(reinterpret_cast<const uint4 *>(x) + c), f);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            if (f[k] > bv || (bi == n && !isnan(f[k]))) bv = f[k], bi = c * V + k;
+    }
+    for (int64_t i = nv * V + t0; i < n; i += stride) {
+        float v = gc_f(x[i]);
+        if (v > bv || (bi == n && !isnan(v))) bv = v, bi = i;
+    }
+    go_amax_block(bv, bi, n);
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        pv[blockIdx.x] = bv;
+        pi[blockIdx.x] = bi;
+        __threadfence();
+        last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    bv = -INFINITY;
+    bi = n;
+    for (int b = threadIdx.x; b < (int)gridDim.x; b += GO_AMAX_THREADS) go_amax_take(__ldcg(pv + b), __ldcg(pi + b), n, bv, bi);
+    go_amax_block(bv, bi, n);
+    if (threadIdx.x == 0) {
+        *out = bi == n || isnan(gc_f(x[0])) ? 0 : bi;
+        *counter = 0;
+    }
+}
+
+extern "C" graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, void *ws, gcuda_stream s,
                                     graft_error *err)
 {
     if (n <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: %lld elements", (long long)n);
+    if (!ws || (uintptr_t)ws % 16) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: no 16-byte aligned workspace");
+    size_t es = gcuda_dtype_size(dtype);
+    bool vec = es && (uintptr_t)x % 16 == 0;
+    int64_t per = (int64_t)GO_AMAX_THREADS * (int64_t)(es ? 16 / es : 1) * 4; /* four vectors a thread at least */
+    int64_t blocks = (n + per - 1) / per;
+    if (blocks > GOPS_ARGMAX_BLOCKS) blocks = GOPS_ARGMAX_BLOCKS;
     GCUDA_DISPATCH(dtype, "gops_argmax", {
-        go_argmax_kernel<T><<<1, GO_AMAX_THREADS, 0, s>>>((const T *)x, n, out);
+        go_argmax_kernel<T><<<(unsigned)blocks, GO_AMAX_THREADS, 0, s>>>((const T *)x, n, vec, out, ws);
         GCUDA_CHECK_LAUNCH("go_argmax_kernel");
     });
     return GRAFT_OK;

@@ -122,7 +122,9 @@ struct cx_node {
                         * 4: a chain's tail (or a lone RMSNorm) whose chain the MatMul before it (mt) runs in its
                         * GEMV's launch when it can, mm_run telling it so; 5: an RMSNorm (or skip RMSNorm)
                         * whose MatMul(s) (pro) compute it in their GEMV: when they can this run, it only shapes
-                        * its outputs and sets mm_run */
+                        * its outputs and sets mm_run; 6: a skip RMSNorm whose first or second input is a fuse 4
+                        * tail's output, computed by that tail's GEMV after the chain (tail_skip) when it runs
+                        * the chain, mm_run telling it so */
     struct cx_node *rope_norm; /* RotaryEmbedding: the RMSNorm (fuse 3) it applies first (GRAFT_CUDA_FUSE_ROPE=0: not) */
     /* RotaryEmbedding with its norm: the next one (a layer's k after its q,
      * nothing between them reading this one's output: plan_rope_pair) that
@@ -140,6 +142,7 @@ struct cx_node {
     int pf_next;        /* GRAFT_CUDA_PREFETCH: 1 + the next weight MatMul's node index (0: none) */
     struct cx_node *mt; /* MatMul: the node (fuse 4) whose chain its one-row GEMV runs as its epilogue */
     struct cx_node *pro; /* MatMul (a group's first): the norm (fuse 5) its GEMV computes; the norm: that MatMul */
+    struct cx_node *tail_skip; /* a fuse 4 tail: the skip RMSNorm (fuse 6) run after its chain */
 };
 
 struct cx_exec {
@@ -210,7 +213,7 @@ struct cx_exec {
     char rp_why[200];     /* why the last replay was refused ("" : none) */
     char sync_why[200];   /* the last copy back to the host that a host node waited for */
     char desc2[2048];
-    int64_t *amax_d, *amax_h; /* argmax: device result and its pinned copy */
+    int64_t *amax_d, *amax_h; /* argmax: device result (its workspace after it) and its pinned copy */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
     bool no_gemv;                   /* GRAFT_CUDA_NO_GEMV: one-row MatMuls on cuBLAS too (read once) */
@@ -219,6 +222,7 @@ struct cx_exec {
     size_t n_rows;                  /* MatMul weights stored one output per row */
     size_t n_tails;                 /* MatMuls whose GEMV runs the chain after it */
     size_t n_pros;                  /* norms computed by the GEMV after them */
+    size_t n_tail_skips;            /* skip norms run after a GEMV's chain, in its launch */
     size_t n_rope_pairs;            /* RotaryEmbeddings launched with the one before them */
     size_t rows_bytes;
     /* GRAFT_CUDA_PREFETCH=MB: after each weight MatMul of a decode step, a side
@@ -308,6 +312,8 @@ int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn);
 graft_status cx_pro_materialize(cx_exec *x, cx_node *cn, graft_error *err);
 /* A fuse 4 node: nothing when its MatMul ran its chain this run, else the chain. */
 graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err);
+/* A fuse 6 skip norm: nothing when the GEMV before it computed it this run, else itself. */
+graft_status cx_skip_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);
 /* GRAFT_CUDA_PREFETCH: after node cn ran, the next weights asked for on the
  * side stream; cx_prefetch_join joins it back at the end of a run. */

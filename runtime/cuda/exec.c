@@ -1156,6 +1156,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
                  : cn->fuse == 3 ? cx_fuse_shape(x, cn, err)
                  : cn->fuse == 4 ? cx_tail_follow(x, cn, err)
                  : cn->fuse == 5 ? cx_pro_norm(x, cn, err)
+                 : cn->fuse == 6 ? cx_skip_follow(x, cn, err)
                  : cn->mm == 1   ? cx_mm_run(x, cn, err)
                  : cn->mm == 2   ? cx_mm_follow(x, cn, err)
                                  : cn->dop->run(x, cn, err);
@@ -1586,11 +1587,13 @@ static graft_status cx_argmax(rt_backend *b, const char *name, int64_t *id, graf
     int64_t n = v->t.dims[v->t.rank - 1];
     if (n <= 0 || v->t.numel % (uint64_t)n) return xerr(err, GRAFT_EUNSUPPORTED, "output '%s' is empty", name);
     if (!x->amax_d) {
-        CX_CUDA(cudaMalloc((void **)&x->amax_d, sizeof *x->amax_d), "argmax result");
+        CX_CUDA(cudaMalloc((void **)&x->amax_d, GOPS_ARGMAX_WS + 16), "argmax result");
+        CX_CUDA(cudaMemset(x->amax_d, 0, GOPS_ARGMAX_WS + 16), "argmax workspace");
         CX_CUDA(cudaMallocHost((void **)&x->amax_h, sizeof *x->amax_h), "argmax result (pinned)");
     }
     const char *row = (const char *)v->d + (v->t.numel / (uint64_t)n - 1) * (uint64_t)n * rt_dtype_size(v->t.dtype);
-    graft_status rc = gops_argmax(v->t.dtype, row, n, x->amax_d, (gcuda_stream)x->stream, err);
+    graft_status rc = gops_argmax(v->t.dtype, row, n, x->amax_d, (char *)x->amax_d + 16, (gcuda_stream)x->stream,
+                                   err);
     if (rc != GRAFT_OK) return rc;
     CX_CUDA(cudaMemcpyAsync(x->amax_h, x->amax_d, sizeof *x->amax_h, cudaMemcpyDeviceToHost, x->stream), "argmax");
     CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise");
@@ -1609,6 +1612,10 @@ static const char *cx_describe(rt_backend *b)
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu chains run by the GEMV before them, %zu norms by the GEMV after",
                  x->n_tails, x->n_pros);
+    }
+    if (x->n_tail_skips) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu skip norms after a GEMV's chain", x->n_tail_skips);
     }
     if (x->n_rope_pairs) {
         size_t l = strlen(fz);

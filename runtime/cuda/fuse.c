@@ -517,6 +517,7 @@ void cx_prefetch_join(cx_exec *x)
 
 static void plan_tails(cx_exec *x);
 static void plan_prologue(cx_exec *x);
+static void plan_tail_skip(cx_exec *x);
 
 void cx_fuse_plan(cx_exec *x)
 {
@@ -629,6 +630,7 @@ void cx_fuse_plan(cx_exec *x)
         plan_rope_pair(x);
     }
     plan_tails(x);
+    plan_tail_skip(x);
     plan_prologue(x);
     plan_prefetch(x); /* after the groups: a group's first stands for it */
 }
@@ -714,6 +716,8 @@ graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err)
     return gops_fused(&g, (gcuda_stream)x->stream, err);
 }
 
+static graft_status skip_args(cx_exec *x, cx_node *t, cx_node *sn, gops_fuse *g, graft_error *err);
+
 graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val *y, int *done, graft_error *err)
 {
     *done = 0;
@@ -726,11 +730,50 @@ graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val 
     if (fuse_numel(&g) != N || (g.norm_dim && g.norm_dim != N)) return GRAFT_OK; /* broadcast past y: alone */
     unsigned *counter = NULL;
     if (g.norm_dim && !(counter = cx_workspace(x, cn, sizeof *counter, err))) return err->code;
+    if (g.norm_dim && t->tail_skip && (rc = skip_args(x, t, t->tail_skip, &g, err)) != GRAFT_OK) return rc;
     rc = gcuda_gemv_rows_tail(a->t.dtype, a->d, b->d, y->d, K, N, &g, counter, (gcuda_stream)x->stream, err);
     if (rc != GRAFT_OK) return rc;
     t->mm_run = x->run_no;
+    if (g.sk_y) t->tail_skip->mm_run = x->run_no;
     *done = 1;
     return GRAFT_OK;
+}
+
+/* The skip norm sn (fuse 6) after tail t's chain, in g: its operands on
+ * the device and its outputs made; g left without it when the shapes do
+ * not allow it this run (sn then runs itself). */
+static graft_status skip_args(cx_exec *x, cx_node *t, cx_node *sn, gops_fuse *g, graft_error *err)
+{
+    const rt_tensor *c = t->n.out[0];
+    int ci = sn->n.in[0] == c ? 0 : 1;
+    cx_val *a = cx_in(sn, 0), *o = cx_in(sn, 1 - ci), *gm = cx_in(sn, 2), *bias = sn->n.n_in > 3 ? cx_in(sn, 3) : NULL;
+    if (bias && !bias->t.present) bias = NULL;
+    if (!o || !o->t.present || o->t.numel != c->numel || !gm || !gm->t.present || (int64_t)gm->t.numel != g->norm_dim ||
+        (bias && (int64_t)bias->t.numel != g->norm_dim) || a->t.dims[a->t.rank - 1] != g->norm_dim)
+        return GRAFT_OK;
+    graft_status rc;
+    if ((rc = cx_to_dev(x, o, err)) != GRAFT_OK || (rc = cx_to_dev(x, gm, err)) != GRAFT_OK) return rc;
+    if (bias && (rc = cx_to_dev(x, bias, err)) != GRAFT_OK) return rc;
+    cx_val *y = cx_out(x, sn, 0, a->t.dtype, a->t.rank, a->t.dims, err), *sum = NULL;
+    if (!y) return err->code ? err->code : GRAFT_EIO;
+    if (sn->n.n_out > 3 && *graft_node_output(sn->n.src, 3)) {
+        sum = cx_out(x, sn, 3, a->t.dtype, a->t.rank, a->t.dims, err);
+        if (!sum) return err->code ? err->code : GRAFT_EIO;
+    }
+    g->sk_x = o->d;
+    g->sk_bias = bias ? bias->d : NULL;
+    g->sk_gamma = gm->d;
+    g->sk_y = y->d;
+    g->sk_sum = sum ? sum->d : NULL;
+    g->sk_eps = rt_attr_float(&sn->n, "epsilon", 1e-5f);
+    return GRAFT_OK;
+}
+
+graft_status cx_skip_follow(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *v = cx_v(cn->n.out[0]);
+    if (cn->mm_run == x->run_no && v->t.present && v->on_dev) return GRAFT_OK;
+    return cn->dop->run(x, cn, err);
 }
 
 graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err)
@@ -806,6 +849,40 @@ static void plan_tails(cx_exec *x)
         t->fuse = 4;
         m->mt = t;
         x->n_tails++;
+    }
+}
+
+/* Skip norms after a GEMV's chain: the tail (fuse 4) of one weight
+ * MatMul, headed by a norm over the MatMul's output, whose output only a
+ * com.microsoft SkipSimplifiedLayerNormalization reads (as its input or
+ * skip: Gemma's post-attention norm, then the pre-feedforward skip norm)
+ * has that skip norm run after it by the GEMV's last block (gops_fuse.sk_y,
+ * skip_args): one launch fewer a layer. The skip norm's other operands
+ * must be made before the MatMul. Before plan_prologue: a skip norm so
+ * computed is no gate/up prologue. GRAFT_CUDA_FUSE_SKIP=0: off. */
+static void plan_tail_skip(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_FUSE_SKIP");
+    if (e && !strcmp(e, "0")) return;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *m = &x->nodes[i], *t = m->mt;
+        if (!t || m->mm || !t->fz || !t->fz->norm || t->tail_skip) continue;
+        const rt_tensor *c = t->n.out[0];
+        cx_val *cv = cx_v(t->n.out[0]);
+        if (cv->n_readers != 1) continue;
+        cx_node *s = &x->nodes[cv->reader];
+        const rt_node *n = &s->n;
+        if (s->place != CX_DEVICE || s->fuse || s->mm || strcmp(graft_node_domain(n->src), "com.microsoft") ||
+            strcmp(rt_node_op(n), "SkipSimplifiedLayerNormalization") || n->n_in < 3 || !n->in[0] || !n->in[1] ||
+            !n->in[2] || !n->out[0] || (n->in[0] != c && n->in[1] != c))
+            continue;
+        int ok = made_before(x, n->in[n->in[0] == c ? 1 : 0], i) && made_before(x, n->in[2], i) &&
+                 (n->n_in < 4 || !n->in[3] || made_before(x, n->in[3], i));
+        for (int j = 0; j < n->n_in && ok; j++) ok = !n->in[j] || n->in[j]->dtype == c->dtype;
+        if (!ok) continue;
+        s->fuse = 6;
+        t->tail_skip = s;
+        x->n_tail_skips++;
     }
 }
 

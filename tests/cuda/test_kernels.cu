@@ -1007,6 +1007,37 @@ static void test_gemv_tail(int dt, int K, int N)
                   ddown(dt, f.y, N), ref);
         }
     }
+    { /* RMSNorm(y) * gamma, then the skip RMSNorm of residual + that (+ bias): sum and output */
+        auto g = rnd(dt, N, 0.5f, 1.5f), rr = rnd(dt, N), bb = rnd(dt, N, -0.5f, 0.5f), g2 = rnd(dt, N, 0.5f, 1.5f);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            base(0);
+            int lg = leaf(g, false);
+            f.norm_dim = N, f.gamma = f.leaf[lg], f.eps = 1e-6f, f.norm_dtype = dt;
+            f.sk_x = dupload(dt, rr), f.sk_gamma = dupload(dt, g2), f.sk_eps = 1e-5f;
+            f.sk_bias = with_bias ? dupload(dt, bb) : NULL;
+            double ss = 0;
+            for (int r = 0; r < N; r++) ss += (double)y[r] * y[r];
+            double inv = 1.0 / std::sqrt(ss / N + 1e-6);
+            std::vector<double> sum(N), ref2(N);
+            double ss2 = 0;
+            for (int r = 0; r < N; r++) {
+                float nv = round_to(dt, (float)(y[r] * inv * g[r]));
+                sum[r] = (double)rr[r] + nv + (with_bias ? bb[r] : 0.0);
+                ss2 += sum[r] * sum[r];
+            }
+            double inv2 = 1.0 / std::sqrt(ss2 / N + 1e-5);
+            for (int r = 0; r < N; r++) ref2[r] = sum[r] * inv2 * g2[r];
+            std::string sh = fmt("K%d N%d%s", K, N, with_bias ? " bias" : "");
+            for (int rep = 0; rep < 2; rep++) {
+                f.y = dpoisoned(dt, N);
+                f.sk_y = dpoisoned(dt, N), f.sk_sum = dpoisoned(dt, N);
+                CK(gcuda_fill_nan(dt, dy, N, NULL, &E));
+                CK(gcuda_gemv_rows_tail(dt, dx, dw, dy, K, N, &f, counter, NULL, &E));
+                check("gemv rows + rmsnorm, skip rmsnorm: sum", sh, dt, ddown(dt, f.sk_sum, N), sum);
+                check("gemv rows + rmsnorm, skip rmsnorm", sh, dt, ddown(dt, f.sk_y, N), ref2);
+            }
+        }
+    }
     { /* a pair (gate, up): gelu(y) * y2, y2 the second matrix's output */
         auto w2 = rnd(dt, (size_t)K * N, -0.1f, 0.1f);
         void *dw2 = dupload(dt, w2), *dy2 = dpoisoned(dt, N);
@@ -1106,8 +1137,11 @@ static void test_gemv_pro(int dt, int K, std::vector<int64_t> Ns, bool skip, boo
 static void test_argmax(int dt, int n)
 {
     int bad = 0, cases = 0;
-    for (int c = 0; c < 6; c++) {
+    for (int c = 0; c < 8; c++) {
         std::vector<float> x = rnd(dt, (size_t)n, -8, 8);
+        if (c == 6) x[n - 1] = 9.0f; /* in the scalar tail when n is no multiple of the vector */
+        /* c == 7: x from its second element (not 16-byte aligned: the scalar path), the maximum near the end */
+        if (c == 7) x[n - 2] = 9.0f;
         if (c == 1) std::fill(x.begin(), x.end(), 0.5f);
         if (c == 2) std::fill(x.begin(), x.end(), -INFINITY);
         if (c == 3) x[0] = NAN;
@@ -1119,13 +1153,18 @@ static void test_argmax(int dt, int n)
         std::vector<unsigned char> h(x.size() * gcuda_dtype_size(dt));
         pack(dt, x.data(), x.size(), h.data());
         unpack(dt, h.data(), x.size(), x.data());
+        const int off = c == 7 ? 1 : 0;
         int64_t want = 0;
-        for (int64_t i = 1; i < n; i++)
-            if (x[i] > x[want]) want = i;
-        void *dx = dupload(dt, x);
+        for (int64_t i = 1; i < n - off; i++)
+            if (x[i + off] > x[want + off]) want = i;
+        void *dx = (char *)dupload(dt, x) + off * gcuda_dtype_size(dt);
         int64_t *dout = (int64_t *)dalloc(sizeof(int64_t)), got = -7;
+        void *ws = dalloc(GOPS_ARGMAX_WS);
         CUCK(cudaMemset(dout, 0xff, sizeof(int64_t)));
-        CK(gops_argmax(dt, dx, n, dout, NULL, &E));
+        CUCK(cudaMemset(ws, 0, GOPS_ARGMAX_WS));
+        /* twice on one workspace: its counter resets itself */
+        CK(gops_argmax(dt, dx, n - off, dout, ws, NULL, &E));
+        CK(gops_argmax(dt, dx, n - off, dout, ws, NULL, &E));
         CK(gcuda_sync(NULL, &E));
         CK(gcuda_download(&got, dout, sizeof got, NULL, &E));
         cases++;
@@ -1525,6 +1564,11 @@ static void skeleton(double copy_gbs)
         int n;
     };
     std::vector<op> ops;
+    /* what the executor fuses into each (modes 4 and 5): the input norm as
+     * a prologue, a norm-headed chain by the last block, a per-element
+     * chain, gate/up as a pair */
+    enum { F_PRO, F_NORM_ADD, F_NORM_ADD_MUL, F_GELU_MUL, F_PAIR, F_SOFTCAP };
+    std::vector<int> fk;
     auto add = [&](std::initializer_list<mat> ms, std::initializer_list<void *> ys, int64_t rows) {
         op o = {};
         int j = 0;
@@ -1544,15 +1588,71 @@ static void skeleton(double copy_gbs)
         add({y.down}, {x}, 1);
         add({y.pg}, {pl}, 1);
         add({y.pp}, {x}, 1);
+        for (int k : {F_PRO, F_NORM_ADD, F_PAIR, F_NORM_ADD, F_GELU_MUL, F_NORM_ADD_MUL}) fk.push_back(k);
     }
     add({head}, {logits}, 1);
+    fk.push_back(F_SOFTCAP);
+    void *res = dalloc(H * es), *scal = dalloc(es), *pin = dalloc(P * es), *c1 = dalloc(12288 * es);
+    void *sky = dalloc(H * es), *sks = dalloc(H * es), *capped = dalloc((size_t)V * es);
+    dinit(dt, res, H, 3u), dinit(dt, scal, 1, 4u), dinit(dt, pin, P, 5u);
+    unsigned *ctr = (unsigned *)dalloc(ops.size() * sizeof(unsigned));
+    CUCK(cudaMemset(ctr, 0, ops.size() * sizeof(unsigned)));
+    /* the chain after op o's GEMV (output y0, N elements) into out */
+    auto chain = [&](gops_fuse &f, int kind, void *y0, void *y1, int64_t N, void *out) {
+        memset(&f, 0, sizeof f);
+        f.rank = 1, f.dims[0] = N, f.y = out, f.y_dtype = dt;
+        f.leaf[0] = y0, f.leaf_dtype[0] = dt, f.st[0][0] = 1;
+        f.leaf[1] = kind == F_GELU_MUL ? pin : kind == F_PAIR ? y1 : kind == F_SOFTCAP ? scal : res;
+        f.leaf_dtype[1] = dt, f.st[1][0] = kind == F_SOFTCAP ? 0 : 1;
+        f.leaf[2] = scal, f.leaf_dtype[2] = dt, f.n_leaf = 3;
+        if (kind == F_NORM_ADD || kind == F_NORM_ADD_MUL) {
+            f.norm_dim = N, f.gamma = gam, f.eps = 1e-6f, f.norm_dtype = dt;
+            f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_ADD, 1, 0, dt, 0, 0};
+            if (kind == F_NORM_ADD_MUL) f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 2, 0, dt, 0, 0};
+        } else if (kind == F_SOFTCAP) {
+            f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+            f.ins[f.n_ins++] = {GOPS_FUSE_UNARY, GOPS_TANH, 0, 0, dt, -INFINITY, INFINITY};
+            f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+        } else {
+            f.ins[f.n_ins++] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+            f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+        }
+    };
     /* mode 0: GEMVs only; 1: an RMSNorm after each (read by the next GEMV);
      * 2, 3: also the next GEMV's weights (up to 8 / 32 MB) asked of the L2
      * by a programmatic prefetch kernel right after each GEMV, so that HBM
      * streams them while the norm runs */
     auto step = [&](int mode, gcuda_stream st) {
         const void *in = x;
-        for (size_t i = 0; i < ops.size(); i++) {
+        for (size_t i = 0; i < ops.size() && mode >= 4; i++) { /* as the executor fuses them */
+            op &o = ops[i];
+            gops_fuse f;
+            void *out = fk[i] == F_SOFTCAP ? capped : i % 2 ? c1 : xn; /* the chain's output: the next GEMV's x */
+            switch (fk[i]) {
+            case F_PRO: {
+                gops_rows_norm pn = {};
+                pn.x = in, pn.gamma = gam, pn.eps = 1e-6f;
+                CK(gcuda_gemv_rows_fused(dt, &pn, o.w, o.y, o.N, o.n, o.K, NULL, NULL, 0, st, &E));
+                in = o.y[0]; /* stands for attention's output */
+                continue;
+            }
+            case F_PAIR:
+                chain(f, F_PAIR, o.y[0], o.y[1], o.N[0], out);
+                CK(gcuda_gemv_rows_pair_tail(dt, in, o.w[0], o.w[1], o.y[0], o.y[1], o.K, o.N[0], &f, st, &E));
+                break;
+            default:
+                chain(f, fk[i], o.y[0], NULL, o.N[0], out);
+                /* o (the first norm-headed chain of a layer, before the pair): the skip norm before gate/up,
+                 * as its own kernel (mode 4) or after the chain in the same launch (mode 5) */
+                bool skip = fk[i] == F_NORM_ADD && i + 1 < ops.size() && fk[i + 1] == F_PAIR;
+                if (skip && mode == 5) f.sk_x = res, f.sk_gamma = gam, f.sk_y = sky, f.sk_sum = sks, f.sk_eps = 1e-6f;
+                CK(gcuda_gemv_rows_tail(dt, in, o.w[0], o.y[0], o.K, o.N[0], &f, f.norm_dim ? ctr + i : NULL, st, &E));
+                if (skip && mode == 4) CK(gcuda_skip_rmsnorm(dt, out, res, NULL, gam, sky, sks, 1, H, 1e-6f, st, &E));
+                if (skip) out = sky;
+            }
+            in = out;
+        }
+        for (size_t i = 0; i < ops.size() && mode < 4; i++) {
             op &o = ops[i];
             if (o.n == 1) CK(gcuda_gemv_rows(dt, in, o.w[0], o.y[0], o.K, o.N[0], st, &E));
             else CK(gcuda_gemv_rows_multi(dt, in, o.w, o.y, o.N, o.n, o.K, st, &E));
@@ -1578,10 +1678,12 @@ static void skeleton(double copy_gbs)
            (double)bytes / 1e9, floor_us);
     printf("| step | kernels | us | of copy BW |\n|---|---:|---:|---:|\n");
     const char *names[] = {"GEMVs only", "GEMVs + an RMSNorm after each", "+ the next weights' first 8 MB to L2",
-                           "+ the next weights' first 32 MB to L2"};
-    for (int mode = 0; mode <= 3; mode++) {
+                           "+ the next weights' first 32 MB to L2",
+                           "GEMVs fused as the executor does (norm prologue, chains, pair; the skip norm its own kernel)",
+                           "the same, the skip norm after o's chain in its launch"};
+    for (int mode = 0; mode <= 5; mode++) {
         double us = graph_us([&](int, gcuda_stream st) { step(mode, st); }, 1, 9);
-        int n = (int)ops.size(), kernels = n + (mode >= 1 ? n - 1 : 0) + (mode >= 2 ? n - 1 : 0);
+        int n = (int)ops.size(), kernels = mode == 4 ? n + L : mode == 5 ? n : n + (mode >= 1 ? n - 1 : 0) + (mode >= 2 ? n - 1 : 0);
         printf("| %s | %d | %.0f | %.1f%% |\n", names[mode], kernels, us, 100.0 * floor_us / us);
     }
     release_all();
@@ -1743,10 +1845,12 @@ int main(int argc, char **argv)
         test_softmax(dt, 8, 4096);
         if (!quick) test_softmax(dt, 1, 262144);
         test_argmax(dt, 1000);
+        test_argmax(dt, 1003);
         test_fused(dt, 3, 1000);
         test_fused(dt, 8, 1536);
         test_fused(dt, 1, 12288);
         test_argmax(dt, quick ? 32000 : 262144);
+        test_argmax(dt, quick ? 32003 : 262147);
 
         test_binary(dt, GCUDA_BINARY_ADD, 4096, 4096);
         test_binary(dt, GCUDA_BINARY_MUL, 4096, 4096);
