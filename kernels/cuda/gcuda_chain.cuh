@@ -103,14 +103,119 @@ template <typename I> __device__ __forceinline__ float go_chain(const gops_fuse 
     return r;
 }
 
+/* Leaf l's offset at output element i (its broadcast strides). */
+template <typename I> __device__ __forceinline__ I go_leaf_off(const gops_fuse &f, int l, I i)
+{
+    I off = 0;
+    for (int d = f.rank - 1; d >= 0; d--) {
+        I n = (I)f.dims[d];
+        off += (i % n) * (I)f.st[l][d];
+        i /= n;
+    }
+    return off;
+}
+
+/* Rows of up to GO_ROW_EPT * blockDim.x elements are held in registers:
+ * each pass issues all of a thread's loads before using any, one memory
+ * latency a pass instead of one an element (the last block of a GEMV runs
+ * this alone, with nothing to hide its latency). */
+#define GO_ROW_EPT 8
+
+/* The chain's instructions on the thread's elements r[e] (element i = e *
+ * blockDim.x + threadIdx.x of the row, e < EPT, i < dim), instruction by
+ * instruction: as go_chain per element. */
+template <typename I, int EPT>
+__device__ __forceinline__ void go_chain_ept(const gops_fuse &f, float *r, I row, int dim)
+{
+    for (int k = 0; k < f.n_ins; k++) {
+        const gops_fuse_ins &in = f.ins[k];
+        if (in.kind == GOPS_FUSE_BINARY) {
+            float o[EPT];
+#pragma unroll
+            for (int e = 0; e < EPT; e++) {
+                int i = e * (int)blockDim.x + (int)threadIdx.x;
+                o[e] = i < dim ? go_ld(f.leaf[in.leaf], f.leaf_dtype[in.leaf], go_leaf_off<I>(f, in.leaf, row + i)) : 0.0f;
+            }
+#pragma unroll
+            for (int e = 0; e < EPT; e++) r[e] = in.chain_b ? go_bin_f(in.op, o[e], r[e]) : go_bin_f(in.op, r[e], o[e]);
+        } else if (in.kind == GOPS_FUSE_UNARY) {
+#pragma unroll
+            for (int e = 0; e < EPT; e++) r[e] = go_un_f(in.op, r[e], in.lo, in.hi);
+        }
+#pragma unroll
+        for (int e = 0; e < EPT; e++) r[e] = go_round(in.dtype, r[e]);
+    }
+}
+
+/* go_norm_chain_row for a row held in registers (dim <= EPT * blockDim.x),
+ * the skip norm after it too (f.sk_y): the same arithmetic in the same
+ * order as the element loops below. */
+template <typename I, bool CG, int EPT>
+__device__ __forceinline__ void go_norm_chain_row_ept(const gops_fuse &f, I row, float *scratch)
+{
+    const int dim = (int)f.norm_dim, dt0 = f.leaf_dtype[0];
+    float v[EPT], g[EPT], ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        int i = e * (int)blockDim.x + (int)threadIdx.x;
+        v[e] = i < dim ? go_ld<CG>(f.leaf[0], dt0, row + i) : 0.0f;
+        g[e] = i < dim && f.gamma ? go_ld(f.gamma, dt0, i) : 1.0f;
+    }
+#pragma unroll
+    for (int e = 0; e < EPT; e++) ss += v[e] * v[e];
+    ss = gc_block_sum(ss, scratch);
+    float q = ss / (float)dim + f.eps;
+    float inv = dt0 == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q), sq = sqrtf(q);
+#pragma unroll
+    for (int e = 0; e < EPT; e++) v[e] = go_round(f.norm_dtype, f.norm_div ? v[e] / sq : v[e] * inv * g[e]);
+    go_chain_ept<I, EPT>(f, v, row, dim);
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        int i = e * (int)blockDim.x + (int)threadIdx.x;
+        if (i < dim) go_st(f.y, f.y_dtype, row + i, v[e]);
+    }
+    if (!f.sk_y) return;
+    const int dt = f.y_dtype;
+    ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        int i = e * (int)blockDim.x + (int)threadIdx.x;
+        if (i < dim) {
+            v[e] = go_round(dt, v[e]) + go_ld(f.sk_x, dt, row + i);
+            if (f.sk_bias) v[e] += go_ld(f.sk_bias, dt, i);
+            g[e] = go_ld(f.sk_gamma, dt, i);
+        } else {
+            v[e] = g[e] = 0.0f;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < EPT; e++) ss += v[e] * v[e];
+    ss = gc_block_sum(ss, scratch);
+    q = ss / (float)dim + f.sk_eps;
+    inv = dt == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q);
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        int i = e * (int)blockDim.x + (int)threadIdx.x;
+        if (i >= dim) continue;
+        if (f.sk_sum) go_st(f.sk_sum, dt, row + i, v[e]);
+        go_st(f.sk_y, dt, row + i, v[e] * inv * g[e]);
+    }
+}
+
 /* One row of an RMSNorm-headed chain: leaf 0's elements [row, row +
  * norm_dim) summed in squares by the block, then each normalised, scaled,
  * rounded to norm_dtype and sent through the chain into f.y. CG: leaf 0
  * was written by other blocks of this grid (read past L1). */
+template <typename I> __device__ __forceinline__ void go_skip_norm_row(const gops_fuse &f, I row, float *scratch);
+
 template <typename I, bool CG>
 __device__ __forceinline__ void go_norm_chain_row(const gops_fuse &f, I row, float *scratch)
 {
     const int dim = (int)f.norm_dim;
+    if (dim <= GO_ROW_EPT * (int)blockDim.x) {
+        go_norm_chain_row_ept<I, CG, GO_ROW_EPT>(f, row, scratch);
+        return;
+    }
     float ss = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = go_ld<CG>(f.leaf[0], f.leaf_dtype[0], row + i);
@@ -125,6 +230,7 @@ __device__ __forceinline__ void go_norm_chain_row(const gops_fuse &f, I row, flo
         r = go_round(f.norm_dtype, r);
         go_st(f.y, f.y_dtype, row + i, go_chain<I>(f, r, row + i));
     }
+    if (f.sk_y) go_skip_norm_row<I>(f, row, scratch);
 }
 
 /* The skip RMSNorm after a norm-headed chain (f.sk_y set), over the row

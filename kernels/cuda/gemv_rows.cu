@@ -67,10 +67,17 @@ template <typename T, int PRO> __device__ __forceinline__ float rows_norm(const 
     } else {
         __shared__ float scratch[32];
         float ss = 0.0f;
-        for (int k = threadIdx.x; k < K; k += ROWS_THREADS) {
-            float t = rows_t<T, PRO>(x, set, k);
-            if (PRO == 2 && blockIdx.x == 0 && set.pro.sum) ((T *)set.pro.sum)[k] = gc_to<T>(t);
-            ss += t * t;
+        /* eight loads in flight, then their squares (the order of one by one: the zeros past K add nothing) */
+        for (int k = threadIdx.x; k < K; k += 8 * ROWS_THREADS) {
+            float t[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++) t[e] = k + e * ROWS_THREADS < K ? rows_t<T, PRO>(x, set, k + e * ROWS_THREADS) : 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                if (PRO == 2 && blockIdx.x == 0 && set.pro.sum && k + e * ROWS_THREADS < K)
+                    ((T *)set.pro.sum)[k + e * ROWS_THREADS] = gc_to<T>(t[e]);
+                ss += t[e] * t[e];
+            }
         }
         ss = gc_block_sum(ss, scratch);
         return gc_rsqrt<T>(ss / (float)K + set.pro.eps);
@@ -217,8 +224,7 @@ __global__ void __launch_bounds__(ROWS_THREADS)
         __syncthreads();
         if (!last) return;
         __threadfence();
-        go_norm_chain_row<int, true>(tail, 0, scratch);
-        if (tail.sk_y) go_skip_norm_row<int>(tail, 0, scratch);
+        go_norm_chain_row<int, true>(tail, 0, scratch); /* and the skip norm after it (sk_y) */
         if (threadIdx.x == 0) *counter = 0;
     }
 }
