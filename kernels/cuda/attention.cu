@@ -351,15 +351,27 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             am_cp16(vd + r * ST + c * 8, vb + off, ok);
         }
     };
+    /* the group's queries (storage type; rows past G and columns past hd zero): 16 bytes a copy, in
+     * the first tile's group (one memory round trip for both), or element by element when q is not
+     * 16-byte aligned */
+    const T *qg = (const T *)p.q + ((size_t)b * p.Hq + (size_t)kh * G) * hd;
+    const bool q16 = ((uintptr_t)qg & 15) == 0;
+    if (q16) {
+#pragma unroll
+        for (int it = 0; it < (16 * CPR + AM_THREADS - 1) / AM_THREADS; it++) {
+            int i = it * AM_THREADS + tid, r = i / CPR, c = i % CPR;
+            bool ok = r < G && c < cpr;
+            if (r < 16) am_cp16(qs + r * ST + c * 8, qg + (ok ? (size_t)r * hd + (size_t)c * 8 : 0), ok);
+        }
+    } else {
+        for (int i = tid; i < 16 * D; i += AM_THREADS) {
+            int r = i / D, d = i % D;
+            qs[r * ST + d] = r < G && d < hd ? qg[(size_t)r * hd + d] : gc_to<T>(0.0f);
+        }
+    }
     load_tile(j0, 0);
     am_commit();
-
-    /* the group's queries (storage type; rows past G and columns past hd zero), row stats */
-    const T *qg = (const T *)p.q + ((size_t)b * p.Hq + (size_t)kh * G) * hd;
-    for (int i = tid; i < 16 * D; i += AM_THREADS) {
-        int r = i / D, d = i % D;
-        qs[r * ST + d] = r < G && d < hd ? qg[(size_t)r * hd + d] : gc_to<T>(0.0f);
-    }
+    /* row stats */
     if (tid < 16) {
         m_s[tid] = -INFINITY;
         l_s[tid] = 0.0f;
