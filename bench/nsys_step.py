@@ -10,7 +10,9 @@ twice the median (a prefill between them). Printed: a step's wall
 time (argmax end to argmax end), the time some kernel runs (union of the
 kernels' intervals: PDL lets kernels overlap), the idle time between them, the
 kernel count, and the kernels by time a step, each with its launches a step and
-the idle time before its launches (time the GPU waited for it to start).
+the idle time before its launches (time the GPU waited for it to start) and the
+time it adds to the step (its end past all earlier ends: with programmatic
+launches a kernel's duration includes its wait for the one before, this does not).
 """
 import csv
 import sys
@@ -46,7 +48,7 @@ def main():
     steps = [(a, b) for a, b in steps if ks[b][0] - ks[a][0] <= 2 * med]
     n = len(steps)
     wall = busy = cnt = 0
-    per = defaultdict(lambda: [0, 0, 0])   # name -> [duration, launches, idle before]
+    per = defaultdict(lambda: [0, 0, 0, 0])   # name -> [duration, launches, idle before, step time added]
     for a, b in steps:
         t0 = ks[a][0] + ks[a][1]
         wall += ks[b][0] + ks[b][1] - t0
@@ -55,8 +57,9 @@ def main():
             e = s + d
             idle = max(0, s - cur)
             busy += max(0, e - max(s, cur))
-            cur = max(cur, e)
             p = per[short(name)]
+            p[3] += max(cur, e) - cur
+            cur = max(cur, e)
             p[0] += d
             p[1] += 1
             p[2] += idle
@@ -70,9 +73,13 @@ def main():
             for s_, d, name in ks[a + 1:b + 1]:
                 f.write("%8.2f %8.2f  %s\n" % ((s_ - cur) / 1e3, d / 1e3, short(name)[:100]))
                 cur = max(cur, s_ + d)
-    print("  %-60s %8s %7s %8s %8s" % ("kernel", "us/step", "n/step", "us each", "idle us"))
-    for name, (d, c, idle) in sorted(per.items(), key=lambda kv: -kv[1][0])[:24]:
-        print("  %-60s %8.1f %7.1f %8.2f %8.1f" % (name[:60], d / n / 1e3, c / n, d / c / 1e3, idle / n / 1e3))
+    # adds: how far each launch moves the step's end (its end past every earlier kernel's end, the
+    # idle before it included): these sum to the step's wall time, whatever the overlap
+    print("  %-60s %8s %7s %8s %8s %8s %8s" % ("kernel", "us/step", "n/step", "us each", "idle us", "adds us",
+                                               "adds each"))
+    for name, (d, c, idle, add) in sorted(per.items(), key=lambda kv: -kv[1][3])[:26]:
+        print("  %-60s %8.1f %7.1f %8.2f %8.1f %8.1f %8.2f" % (name[:60], d / n / 1e3, c / n, d / c / 1e3, idle / n / 1e3,
+                                                             add / n / 1e3, add / c / 1e3))
 
 
 def short(name):
