@@ -357,6 +357,7 @@ template <typename T> __global__ void __launch_bounds__(GO_AMAX_THREADS) go_argm
     int64_t bi = n;
     const int64_t t0 = (int64_t)blockIdx.x * GO_AMAX_THREADS + threadIdx.x, stride = (int64_t)gridDim.x * GO_AMAX_THREADS;
     const int64_t nv = vec ? n / V : 0;
+#pragma unroll 4
     for (int64_t c = t0; c < nv; c += stride) {
         float f[V];
         gc_unpack<T>(__ldg(reinterpret_cast<const uint4 *>(x) + c), f);
@@ -396,7 +397,7 @@ extern "C" graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t
     if (!ws || (uintptr_t)ws % 16) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: no 16-byte aligned workspace");
     size_t es = gcuda_dtype_size(dtype);
     bool vec = es && (uintptr_t)x % 16 == 0;
-    int64_t per = (int64_t)GO_AMAX_THREADS * (int64_t)(es ? 16 / es : 1) * 4; /* four vectors a thread at least */
+    int64_t per = (int64_t)GO_AMAX_THREADS * (int64_t)(es ? 16 / es : 1); /* a vector a thread, up to the cap */
     int64_t blocks = (n + per - 1) / per;
     if (blocks > GOPS_ARGMAX_BLOCKS) blocks = GOPS_ARGMAX_BLOCKS;
     GCUDA_DISPATCH(dtype, "gops_argmax", {
