@@ -18,7 +18,8 @@
  * RotaryEmbedding applied by the rotary launch (GRAFT_CUDA_FUSE_ROPE=0:
  * not), and (GRAFT_CUDA_FUSE_ROPE2=1, opt-in) a layer's q and k rotaries
  * so made in one launch (plan_rope_pair); the chain after a weight MatMul run by its GEMV (plan_tails,
- * GRAFT_CUDA_FUSE_TAIL=0: not); the norm before one computed by it
+ * GRAFT_CUDA_FUSE_TAIL=0: not), and a skip RMSNorm reading such a norm-headed chain run after it in the
+ * same launch (plan_tail_skip, GRAFT_CUDA_FUSE_SKIP=0: not); the norm before one computed by it
  * (plan_prologue, GRAFT_CUDA_FUSE_PRO=0: not); off unless asked for (it measured slower
  * on the H200): GRAFT_CUDA_PREFETCH=MB, after each weight
  * MatMul of a decode step a side stream asks L2 for the next one's weights,
