@@ -509,15 +509,16 @@ template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_comb
     const int qh = blockIdx.x, b = blockIdx.y, ns = p.nsplit, hd = p.hd, tid = threadIdx.x;
     const int c0 = blockIdx.z * AT_CB_COLS;
     const size_t row0 = ((size_t)b * p.Hq + qh) * ns;
-    float M = -INFINITY;
+    float M = -INFINITY, m0 = 0.0f, l0 = 0.0f; /* m0, l0: split tid's, kept for the second pass */
     for (int s = tid; s < ns; s += AT_CB_THREADS) {
         float m = p.ml[(row0 + s) * 2], l = p.ml[(row0 + s) * 2 + 1];
+        if (s == tid) m0 = m, l0 = l;
         if (l > 0.0f) M = fmaxf(M, m);
     }
     M = gc_block_max(M, scratch);
     float den = 0.0f;
     for (int s = tid; s < ns; s += AT_CB_THREADS) {
-        float m = p.ml[(row0 + s) * 2], l = p.ml[(row0 + s) * 2 + 1];
+        float m = s == tid ? m0 : p.ml[(row0 + s) * 2], l = s == tid ? l0 : p.ml[(row0 + s) * 2 + 1];
         float ws = l > 0.0f ? gc_exp<T>(m - M) : 0.0f;
         w[s] = ws;
         den += ws * l;
