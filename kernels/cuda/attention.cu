@@ -32,6 +32,8 @@ struct attn_params {
     int B, Hq, Hkv, G, hd, max_seq, nsplit;
     float scale, softcap;
     long long window_left;
+    const void *knew, *vnew; /* the newest key's rows, not yet in the caches (tensor-core kernel only) */
+    long long nsb, nsh;
 };
 
 template <typename T, int D, int GT> struct attn_layout {
@@ -338,6 +340,11 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
     }
     const size_t cache_off = ((size_t)b * p.Hkv + kh) * (size_t)p.max_seq * hd;
     const T *kb = (const T *)p.k + cache_off, *vb = (const T *)p.v + cache_off;
+    /* the newest key (knew): read from its rows, and copied into the caches by this block, the only one
+     * whose keys include it */
+    const int jnew = p.knew && p.lens[b] <= p.max_seq ? p.lens[b] - 1 : -1;
+    const T *kn = p.knew ? (const T *)p.knew + (size_t)b * p.nsb + (size_t)kh * p.nsh : NULL;
+    const T *vn = p.knew ? (const T *)p.vnew + (size_t)b * p.nsb + (size_t)kh * p.nsh : NULL;
 
     auto load_tile = [&](int jt, int buf) {
         const int nk = min(TK, j1 - jt);
@@ -347,10 +354,24 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             int i = it * AM_THREADS + tid, r = i / CPR, c = i % CPR;
             bool ok = r < nk && c < cpr;
             size_t off = ok ? (size_t)(jt + r) * hd + (size_t)c * 8 : 0;
+            if (jt + r == jnew) continue; /* the newest key: below */
             am_cp16(kd + r * ST + c * 8, kb + off, ok);
             am_cp16(vd + r * ST + c * 8, vb + off, ok);
         }
+        if (jnew >= jt && jnew < jt + nk) {
+            T *kr = kd + (jnew - jt) * ST, *vr = vd + (jnew - jt) * ST;
+            for (int c = tid; c < CPR; c += AM_THREADS) {
+                am_cp16(kr + c * 8, kn + (c < cpr ? (size_t)c * 8 : 0), c < cpr);
+                am_cp16(vr + c * 8, vn + (c < cpr ? (size_t)c * 8 : 0), c < cpr);
+            }
+        }
     };
+    if (jnew >= j0 && jnew < j1)
+        for (int c = tid; c < cpr; c += AM_THREADS) {
+            const size_t off = (size_t)jnew * hd + (size_t)c * 8;
+            *reinterpret_cast<uint4 *>(const_cast<T *>(kb) + off) = *reinterpret_cast<const uint4 *>(kn + (size_t)c * 8);
+            *reinterpret_cast<uint4 *>(const_cast<T *>(vb) + off) = *reinterpret_cast<const uint4 *>(vn + (size_t)c * 8);
+        }
     /* the group's queries (storage type; rows past G and columns past hd zero): 16 bytes a copy, in
      * the first tile's group (one memory round trip for both), or element by element when q is not
      * 16-byte aligned */
@@ -650,6 +671,18 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->window_left = a->window_left;
     p->opart = NULL;
     p->ml = NULL;
+    p->knew = p->vnew = NULL;
+    p->nsb = p->nsh = 0;
+    if (a->k_new || a->v_new) {
+        if (!a->k_new || !a->v_new || *gt != 0 || ((uintptr_t)a->k_new | (uintptr_t)a->v_new) % 16 ||
+            a->new_stride_b % 8 || a->new_stride_h % 8 || a->new_stride_b < 0 || a->new_stride_h < 0)
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: new key/value rows need the tensor-core kernel "
+                              "(impl 2, fp16/bf16) and 16-byte aligned rows");
+        p->knew = a->k_new;
+        p->vnew = a->v_new;
+        p->nsb = a->new_stride_b;
+        p->nsh = a->new_stride_h;
+    }
     return GRAFT_OK;
 }
 

@@ -183,6 +183,14 @@ typedef struct gcuda_attn_decode_args {
                                  * kernel for fp32. Plan and run with the same value. */
     void *ws;                   /* workspace of ws_bytes (gcuda_attn_decode_plan) */
     size_t ws_bytes;
+    /* Non-NULL (both): the current token's key and value rows, one per
+     * (batch, kv head) at these element strides (last axis contiguous),
+     * not yet in the caches: the kernel attends to them as the key at
+     * seq_lens[b] - 1 and writes them there, as gcuda_kv_append (seq 1,
+     * past seq_lens - 1) would have before. Taken by the tensor-core kernel
+     * only (impl 2, fp16/bf16) with 16-byte aligned rows; else EINVAL. */
+    const void *k_new, *v_new;
+    int64_t new_stride_b, new_stride_h;
 } gcuda_attn_decode_args;
 
 /* Checks the geometry (head_dim a multiple of 8 and <= 512, q_heads a

@@ -175,6 +175,7 @@ struct cx_exec {
     uint64_t len_run;   /* run_no when dlen was last written */
     int64_t len_past, len_total;
     size_t n_fast_attn; /* attention nodes on the in-place fast kernels (last run) */
+    size_t n_fused_append; /* ... of them whose decode kernel also appended the new K/V rows (last run) */
     int64_t *iota;      /* device 0, 1, ... (rotary positions when the graph gives none) */
     int64_t iota_n;
     /* CUDA graphs: a step whose graph inputs have the shapes of the last

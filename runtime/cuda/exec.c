@@ -1123,6 +1123,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
     }
     x->run_no++;
     x->n_fast_attn = 0;
+    x->n_fused_append = 0;
     x->run_syncs = 0;
     bool prof = x->prof && x->prof != 3 && x->placed && x->graph_step && !x->capturing;
     bool gprof = x->prof == 3 && x->capturing; /* events into the graph being captured */
@@ -1604,7 +1605,7 @@ static graft_status cx_argmax(rt_backend *b, const char *name, int64_t *id, graf
 static const char *cx_describe(rt_backend *b)
 {
     cx_exec *x = (cx_exec *)b;
-    char fz[320] = "";
+    char fz[512] = "";
     if (x->n_chains || x->n_mm_groups)
         snprintf(fz, sizeof fz, "; %zu elementwise nodes fused into %zu kernels, %zu MatMuls into %zu", x->n_fused,
                  x->n_chains, x->n_mm_nodes, x->n_mm_groups);
@@ -1616,6 +1617,10 @@ static const char *cx_describe(rt_backend *b)
     if (x->n_tail_skips) {
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu skip norms after a GEMV's chain", x->n_tail_skips);
+    }
+    if (x->n_fused_append) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu KV appends by the decode attention kernel", x->n_fused_append);
     }
     if (x->n_rope_pairs) {
         size_t l = strlen(fz);

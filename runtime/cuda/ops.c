@@ -1004,13 +1004,10 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
                       (long long)max);
     TRY(cx_lens(x, c->B, c->past, T, err));
     const int32_t *dpast = x->dlen, *dtot = x->dlen + CX_MAX_B;
-    if (c->k) { /* NULL: a layer that reads another layer's cache, already written */
-        gcuda_kv_append_args ka = {0};
-        ka.dtype = c->dt, ka.batch = c->B, ka.seq = c->Sq, ka.kv_heads = c->Hkv, ka.head_dim = c->hd;
-        ka.max_seq = max, ka.k = c->k, ka.v = c->v, ka.stride_b = c->kb, ka.stride_s = c->ks, ka.stride_h = c->kh;
-        ka.k_cache = c->ck->buf, ka.v_cache = c->cv->buf, ka.past_lens = dpast;
-        TRY(gcuda_kv_append(&ka, STRM(x), err));
-    }
+    gcuda_kv_append_args ka = {0}; /* the new rows, when c->k (NULL: a layer that reads another layer's cache) */
+    ka.dtype = c->dt, ka.batch = c->B, ka.seq = c->Sq, ka.kv_heads = c->Hkv, ka.head_dim = c->hd;
+    ka.max_seq = max, ka.k = c->k, ka.v = c->v, ka.stride_b = c->kb, ka.stride_s = c->ks, ka.stride_h = c->kh;
+    ka.k_cache = c->ck->buf, ka.v_cache = c->cv->buf, ka.past_lens = dpast;
     int64_t win = c->window_left;
     const char *gen = getenv("GRAFT_CUDA_GENERAL_ATTN");
     int fast = c->hd % 8 == 0 && c->hd <= 512 && c->Hq % c->Hkv == 0 && !(gen && *gen && strcmp(gen, "0"));
@@ -1032,9 +1029,21 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
             if (!(d.ws = cx_workspace(x, cn, d.ws_bytes, err))) return err->code;
             x->n_fast_attn++;
             rp_attn(x, cn, c, 1, win);
+            /* the new rows read and stored by the tensor-core kernel itself (GRAFT_CUDA_FUSE_APPEND=0: not) */
+            const char *fa = getenv("GRAFT_CUDA_FUSE_APPEND");
+            if (c->k && d.impl == 2 && c->dt != GRAFT_DTYPE_FLOAT && !(fa && !strcmp(fa, "0")) &&
+                ((uintptr_t)c->k | (uintptr_t)c->v) % 16 == 0 && c->kb % 8 == 0 && c->kh % 8 == 0 && c->kb >= 0 &&
+                c->kh >= 0) {
+                d.k_new = c->k, d.v_new = c->v, d.new_stride_b = c->kb, d.new_stride_h = c->kh;
+                x->n_fused_append++;
+            } else if (c->k) {
+                TRY(gcuda_kv_append(&ka, STRM(x), err));
+            }
             return gcuda_attn_decode(&d, STRM(x), err);
         }
-    } else if (fast && c->Sq > 1) {
+    }
+    if (c->k) TRY(gcuda_kv_append(&ka, STRM(x), err));
+    if (fast && c->Sq > 1) {
         gcuda_attn_prefill_args pa = {0};
         pa.dtype = c->dt, pa.batch = c->B, pa.seq = c->Sq, pa.q_heads = c->Hq, pa.kv_heads = c->Hkv;
         pa.head_dim = c->hd, pa.max_seq = max;

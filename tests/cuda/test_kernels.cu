@@ -611,6 +611,37 @@ static void test_attn(int dt, const attn_case &c)
     if (c.softcap > 0) sh += fmt(" cap%g", c.softcap);
     sh += fmt(" sp%d", a.num_splits);
     check(g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? "attn_decode mma" : "attn_decode", sh, dt, got, ref);
+    bool lens_ok = true;
+    for (int L : c.lens) lens_ok = lens_ok && L >= 1 && L <= c.max_seq;
+    if (g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT && lens_ok) {
+        /* the newest key's rows given apart (k_new, v_new: [B, Hkv, hd]), its cache rows NaN: the kernel
+         * attends to the given rows and stores them into the caches */
+        std::vector<float> nk((size_t)c.B * c.Hkv * c.hd), nv(nk.size()), K3 = K, V3 = V;
+        for (int b = 0; b < c.B; b++)
+            for (int h = 0; h < c.Hkv; h++)
+                for (int d = 0; d < c.hd; d++) {
+                    size_t k = (((size_t)b * c.Hkv + h) * c.max_seq + c.lens[b] - 1) * c.hd + d;
+                    size_t n = ((size_t)b * c.Hkv + h) * c.hd + d;
+                    nk[n] = K[k], nv[n] = V[k];
+                    K3[k] = V3[k] = NAN;
+                }
+        void *dk3 = dupload(dt, K3), *dv3 = dupload(dt, V3);
+        a.k_cache = dk3, a.v_cache = dv3, a.out = dpoisoned(dt, nq);
+        a.k_new = dupload(dt, nk), a.v_new = dupload(dt, nv), a.new_stride_b = (int64_t)c.Hkv * c.hd,
+        a.new_stride_h = c.hd;
+        CK(gcuda_attn_decode(&a, NULL, &E));
+        check("attn_decode mma, new rows apart", sh, dt, ddown(dt, a.out, nq), ref);
+        auto kc = ddown(dt, dk3, nc), vc = ddown(dt, dv3, nc);
+        std::vector<float> gotr, wantr;
+        for (int b = 0; b < c.B; b++)
+            for (int h = 0; h < c.Hkv; h++)
+                for (int d = 0; d < c.hd; d++) {
+                    size_t k = (((size_t)b * c.Hkv + h) * c.max_seq + c.lens[b] - 1) * c.hd + d;
+                    gotr.push_back(kc[k]), gotr.push_back(vc[k]);
+                    wantr.push_back(K[k]), wantr.push_back(V[k]);
+                }
+        check("attn_decode mma, new rows stored", sh, dt, gotr, std::vector<double>(wantr.begin(), wantr.end()));
+    }
     release_all();
 }
 
