@@ -106,10 +106,18 @@ if has profile && [ "$(left)" -gt 120 ]; then
 fi
 if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; then
     step "E2B decode: weights as they are ([K, N]), without fusion, without PDL, PDL on every decode kernel, L2 prefetch of the next weights, without graphs"
-    for v in "GRAFT_CUDA_ROWS=0" "GRAFT_CUDA_FUSE_TAIL=0" "GRAFT_CUDA_FUSE_PRO=0" "GRAFT_CUDA_FUSE=0" "GRAFT_CUDA_PDL=0" "GRAFT_CUDA_PDL=gemv" \
-        "GRAFT_CUDA_FUSE_NORM=0" "GRAFT_CUDA_FUSE_ROPE=0" "GRAFT_CUDA_FUSE_SKIP=0" "GRAFT_CUDA_FUSE_APPEND=0" "GRAFT_CUDA_FUSE_ROPE2=1" "GRAFT_CUDA_SLICE_VIEW=1" "GRAFT_CUDA_FUSE=1 --no-cuda-graph"; do
-        env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib ${v%% *} .devcarry-rt/graft bench /tmp/e2b/export --device cuda \
-            --prompt-tokens 128 --new-tokens 64 $(echo "$v" | cut -s -d' ' -f2-) 2>&1 | grep -E "tok/s|^device:" |
+    AB=("GRAFT_CUDA_ROWS=0" "GRAFT_CUDA_FUSE_TAIL=0" "GRAFT_CUDA_FUSE_PRO=0" "GRAFT_CUDA_FUSE=0" "GRAFT_CUDA_PDL=0" "GRAFT_CUDA_PDL=gemv"
+        "GRAFT_CUDA_FUSE_NORM=0" "GRAFT_CUDA_FUSE_ROPE=0" "GRAFT_CUDA_FUSE_SKIP=0" "GRAFT_CUDA_FUSE_APPEND=0" "GRAFT_CUDA_FUSE_ROPE2=1"
+        "GRAFT_CUDA_SLICE_VIEW=1" "GRAFT_CUDA_FUSE=1 --no-cuda-graph")
+    # PROFILE_AB="A;B;...": these settings instead (each "VAR=value [bench options]")
+    [ -n "${PROFILE_AB:-}" ] && IFS=';' read -r -a AB <<<"$PROFILE_AB"
+    for v in "${AB[@]}"; do
+        # the words VAR=value are the environment, the others bench options
+        envs=$(tr ' ' '\n' <<<"$v" | grep -E '^[A-Z_0-9]+=' | tr '\n' ' ')
+        opts=$(tr ' ' '\n' <<<"$v" | grep -vE '^[A-Z_0-9]+=' | tr '\n' ' ')
+        echo "[$v]"
+        env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib $envs .devcarry-rt/graft bench /tmp/e2b/export --device cuda \
+            --prompt-tokens 128 --new-tokens 64 $opts 2>&1 | grep -E "tok/s|^device:" |
             sed 's/ elementwise nodes fused into / into /; s/MatMul weights .* stored \[N, K\]/weights [N, K]/' | cut -c1-520
     done
 fi
