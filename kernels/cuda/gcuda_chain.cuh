@@ -121,29 +121,79 @@ template <typename I> __device__ __forceinline__ I go_leaf_off(const gops_fuse &
  * this alone, with nothing to hide its latency). */
 #define GO_ROW_EPT 8
 
+/* Leaf l's layout against the output: 1 the output's own (offset = the
+ * element's index), 2 one value (offset 0), 0 anything else (go_leaf_off).
+ * Uniform across the block. */
+__device__ __forceinline__ int go_leaf_mode(const gops_fuse &f, int l)
+{
+    bool cont = true, zero = true;
+    int64_t expect = 1;
+    for (int d = f.rank - 1; d >= 0; d--) {
+        if (f.dims[d] != 1) {
+            cont = cont && f.st[l][d] == expect;
+            zero = zero && f.st[l][d] == 0;
+        }
+        expect *= f.dims[d];
+    }
+    return cont ? 1 : zero ? 2 : 0;
+}
+
+/* o[e] = leaf l at the thread's elements (0 past dim): the dtype and the
+ * layout decided once, outside the element loop. */
+template <typename I, int EPT, typename T>
+__device__ __forceinline__ void go_leaf_ept(const gops_fuse &f, int l, int mode, I row, int dim, float *o)
+{
+    const T *p = (const T *)f.leaf[l];
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        int i = e * (int)blockDim.x + (int)threadIdx.x;
+        I off = mode == 1 ? row + i : mode == 2 ? (I)0 : go_leaf_off<I>(f, l, row + i);
+        o[e] = i < dim ? gc_f(p[off]) : 0.0f;
+    }
+}
+
 /* The chain's instructions on the thread's elements r[e] (element i = e *
  * blockDim.x + threadIdx.x of the row, e < EPT, i < dim), instruction by
- * instruction: as go_chain per element. */
+ * instruction, each one's switches (op, dtype, layout) outside the element
+ * loop: as go_chain per element. */
 template <typename I, int EPT>
 __device__ __forceinline__ void go_chain_ept(const gops_fuse &f, float *r, I row, int dim)
 {
     for (int k = 0; k < f.n_ins; k++) {
-        const gops_fuse_ins &in = f.ins[k];
+        const gops_fuse_ins in = f.ins[k];
         if (in.kind == GOPS_FUSE_BINARY) {
             float o[EPT];
+            const int mode = go_leaf_mode(f, in.leaf), ldt = f.leaf_dtype[in.leaf];
+            if (ldt == GRAFT_DTYPE_FLOAT16) go_leaf_ept<I, EPT, __half>(f, in.leaf, mode, row, dim, o);
+            else if (ldt == GRAFT_DTYPE_BFLOAT16) go_leaf_ept<I, EPT, __nv_bfloat16>(f, in.leaf, mode, row, dim, o);
+            else go_leaf_ept<I, EPT, float>(f, in.leaf, mode, row, dim, o);
+            switch (in.op) {
+#define GO_EPT_BIN(OP)                                                                                                 \
+    case OP:                                                                                                           \
+        _Pragma("unroll") for (int e = 0; e < EPT; e++) r[e] =                                                         \
+            in.chain_b ? go_bin_f(OP, o[e], r[e]) : go_bin_f(OP, r[e], o[e]);                                          \
+        break;
+                GO_EPT_BIN(GOPS_ADD)
+                GO_EPT_BIN(GOPS_SUB)
+                GO_EPT_BIN(GOPS_MUL)
+                GO_EPT_BIN(GOPS_DIV)
+#undef GO_EPT_BIN
+            default:
 #pragma unroll
-            for (int e = 0; e < EPT; e++) {
-                int i = e * (int)blockDim.x + (int)threadIdx.x;
-                o[e] = i < dim ? go_ld(f.leaf[in.leaf], f.leaf_dtype[in.leaf], go_leaf_off<I>(f, in.leaf, row + i)) : 0.0f;
+                for (int e = 0; e < EPT; e++)
+                    r[e] = in.chain_b ? go_bin_f(in.op, o[e], r[e]) : go_bin_f(in.op, r[e], o[e]);
             }
-#pragma unroll
-            for (int e = 0; e < EPT; e++) r[e] = in.chain_b ? go_bin_f(in.op, o[e], r[e]) : go_bin_f(in.op, r[e], o[e]);
         } else if (in.kind == GOPS_FUSE_UNARY) {
 #pragma unroll
             for (int e = 0; e < EPT; e++) r[e] = go_un_f(in.op, r[e], in.lo, in.hi);
         }
+        if (in.dtype == GRAFT_DTYPE_FLOAT16) {
 #pragma unroll
-        for (int e = 0; e < EPT; e++) r[e] = go_round(in.dtype, r[e]);
+            for (int e = 0; e < EPT; e++) r[e] = __half2float(__float2half_rn(r[e]));
+        } else if (in.dtype == GRAFT_DTYPE_BFLOAT16) {
+#pragma unroll
+            for (int e = 0; e < EPT; e++) r[e] = __bfloat162float(__float2bfloat16_rn(r[e]));
+        }
     }
 }
 

@@ -20,6 +20,8 @@
  * threads, with the chain over both outputs (EPI 3). x may be the output
  * of an RMSNorm or skip RMSNorm that every block computes first (PRO 1, 2:
  * gcuda_gemv_rows_fused). */
+#include <stdlib.h>
+
 #include "kernels/cuda/gcuda_chain.cuh"
 
 #define ROWS_THREADS 256
@@ -218,12 +220,16 @@ __global__ void __launch_bounds__(ROWS_THREADS)
     if constexpr (EPI == 2) {
         __shared__ bool last;
         __shared__ float scratch[32];
-        __threadfence(); /* this block's outputs, before it is counted */
+        /* this block's outputs before it is counted: the barrier, then one fence (cumulative over what the
+         * barrier ordered; the pattern of a cooperative grid sync) instead of one a thread */
         __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+        if (threadIdx.x == 0) {
+            __threadfence();
+            last = atomicAdd(counter, 1u) == gridDim.x - 1;
+            if (last) __threadfence();
+        }
         __syncthreads();
         if (!last) return;
-        __threadfence();
         go_norm_chain_row<int, true>(tail, 0, scratch); /* and the skip norm after it (sk_y) */
         if (threadIdx.x == 0) *counter = 0;
     }
@@ -320,6 +326,13 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     graft_status st = gcuda_sm_count(&sms, err);
     if (st) return st;
     int tpr = vec ? rows_tpr((pair ? 2 : 1) * K * (int64_t)es / 16, set.rows, unroll, sms) : ROWS_THREADS;
+    static int force_tpr = -1; /* GRAFT_CUDA_ROWS_TPR=32|64|128|256: the kernel lab's override */
+    if (force_tpr < 0) {
+        const char *ft = getenv("GRAFT_CUDA_ROWS_TPR");
+        int v = ft ? atoi(ft) : 0;
+        force_tpr = v == 32 || v == 64 || v == 128 || v == 256 ? v : 0;
+    }
+    if (vec && force_tpr) tpr = force_tpr;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;

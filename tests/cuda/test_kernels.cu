@@ -1720,18 +1720,101 @@ static void skeleton(double copy_gbs)
     release_all();
 }
 
+/* test_kernels --epi: what each fused GEMV variant of an E2B step costs
+ * per launch (20 launches in a graph, each reading what the last wrote: the
+ * step's dependence), against the plain GEMV of the same shape, at the
+ * threads per row GRAFT_CUDA_ROWS_TPR forces (else the launcher's): no checks. */
+static void epi_lab(double copy_gbs)
+{
+    const int dt = GRAFT_DTYPE_FLOAT16;
+    const size_t es = 2;
+    struct shape {
+        const char *name;
+        int K, N;
+    };
+    const shape shapes[] = {{"pli proj", 256, 1536}, {"o", 2048, 1536}, {"down", 6144, 1536}, {"pli gate", 1536, 256},
+                            {"up", 1536, 6144}};
+    void *gam = dalloc(16384 * es), *res = dalloc(16384 * es), *scal = dalloc(es), *sky = dalloc(16384 * es),
+         *sks = dalloc(16384 * es);
+    dinit(dt, gam, 16384, 2u), dinit(dt, res, 16384, 3u), dinit(dt, scal, 1, 4u);
+    unsigned *ctr = (unsigned *)dalloc(sizeof(unsigned));
+    CUCK(cudaMemset(ctr, 0, sizeof(unsigned)));
+    printf("\nfused GEMV variants, fp16, us a launch (floor: the weights at the copy rate):\n");
+    printf("| shape | K | N | TPR | floor | plain | gelu*mul (EPI 1) | norm (EPI 2) | norm+add*s (EPI 2) | + skip norm |"
+           " norm prologue |\n|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    const char *tpr = getenv("GRAFT_CUDA_ROWS_TPR"); /* read once by the launcher: one value a process */
+    for (const shape &sh : shapes) {
+        {
+            int K = sh.K, N = sh.N;
+            void *w = dalloc((size_t)K * N * es), *x = dalloc((size_t)(K > N ? K : N) * es),
+                 *y = dalloc((size_t)N * es), *o = dalloc((size_t)(K > N ? K : N) * es);
+            dinit(dt, w, (size_t)K * N, g_seed++), dinit(dt, x, K > N ? K : N, g_seed++);
+            auto chain = [&](gops_fuse &f, int kind) {
+                memset(&f, 0, sizeof f);
+                f.rank = 1, f.dims[0] = N, f.y = o, f.y_dtype = dt;
+                f.leaf[0] = y, f.leaf_dtype[0] = dt, f.st[0][0] = 1;
+                f.leaf[1] = res, f.leaf_dtype[1] = dt, f.st[1][0] = 1;
+                f.leaf[2] = scal, f.leaf_dtype[2] = dt, f.n_leaf = 3;
+                if (kind == 1) {
+                    f.ins[f.n_ins++] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+                    f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+                    return;
+                }
+                f.norm_dim = N, f.gamma = gam, f.eps = 1e-6f, f.norm_dtype = dt;
+                if (kind >= 3) {
+                    f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_ADD, 1, 0, dt, 0, 0};
+                    f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 2, 0, dt, 0, 0};
+                }
+                if (kind == 4) f.sk_x = res, f.sk_gamma = gam, f.sk_y = sky, f.sk_sum = sks, f.sk_eps = 1e-6f;
+            };
+            double us[6];
+            for (int v = 0; v < 6; v++)
+                us[v] = graph_us([&](int i, gcuda_stream st) {
+                    /* each launch reads the previous one's output (x and o alternate as its input) */
+                    const void *in = i % 2 ? o : x;
+                    gops_fuse f;
+                    if (v == 0) {
+                        CK(gcuda_gemv_rows(dt, in, w, y, K, N, st, &E));
+                    } else if (v == 5) {
+                        gops_rows_norm pn = {};
+                        pn.x = in, pn.gamma = gam, pn.eps = 1e-6f;
+                        const void *wp[1] = {w};
+                        void *yp[1] = {y};
+                        int64_t Nn[1] = {N};
+                        CK(gcuda_gemv_rows_fused(dt, &pn, wp, yp, Nn, 1, K, NULL, NULL, 0, st, &E));
+                    } else {
+                        chain(f, v);
+                        CK(gcuda_gemv_rows_tail(dt, in, w, y, K, N, &f, v >= 2 ? ctr : NULL, st, &E));
+                    }
+                }, 20, 7);
+            double floor_us = (double)K * N * es / (copy_gbs * 1e9) * 1e6;
+            printf("| %s | %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", sh.name, K, N,
+                   tpr && *tpr ? tpr : "auto", floor_us, us[0], us[1], us[2], us[3], us[4], us[5]);
+            release_all();
+            gam = dalloc(16384 * es), res = dalloc(16384 * es), scal = dalloc(es), sky = dalloc(16384 * es),
+            sks = dalloc(16384 * es);
+            dinit(dt, gam, 16384, 2u), dinit(dt, res, 16384, 3u), dinit(dt, scal, 1, 4u);
+            ctr = (unsigned *)dalloc(sizeof(unsigned));
+            CUCK(cudaMemset(ctr, 0, sizeof(unsigned)));
+        }
+    }
+    release_all();
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv)
 {
-    bool quick = false, skel = false;
+    bool quick = false, skel = false, epi = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             quick = true;
         } else if (!strcmp(argv[i], "--skeleton")) {
             skel = true;
+        } else if (!strcmp(argv[i], "--epi")) {
+            epi = true;
         } else {
-            fprintf(stderr, "usage: %s [--quick | --skeleton]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick | --skeleton | --epi]\n", argv[0]);
             return 2;
         }
     }
@@ -1745,8 +1828,10 @@ int main(int argc, char **argv)
     printf("device: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %.0f MiB, smem/block %zu KiB\n", info.name, info.cc_major,
            info.cc_minor, info.sm_count, info.global_bytes / 1073741824.0, info.l2_bytes / 1048576.0,
            info.smem_optin_bytes / 1024);
-    if (skel) { /* only the E2B step skeleton: no checks */
-        skeleton(copy_rate());
+    if (skel || epi) { /* only the E2B step skeleton, or the fused GEMV variants: no checks */
+        double cr = copy_rate();
+        if (epi) epi_lab(cr);
+        if (skel) skeleton(cr);
         return 0;
     }
 
