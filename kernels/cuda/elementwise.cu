@@ -14,36 +14,21 @@ __device__ __forceinline__ int64_t pair_i1(const gcuda_rotary_args &a, int64_t k
     return a.interleaved ? 2 * k + 1 : k + a.rotary_dim / 2;
 }
 
-/* cos and sin of pair k at cache position pos. */
-template <typename T>
-__device__ __forceinline__ void rotary_cs(const gcuda_rotary_args &a, int64_t pos, int64_t k, float *c, float *sn)
-{
-    int64_t half = a.rotary_dim / 2;
-    if (pos < 0 || pos >= a.max_pos) {
-        *c = *sn = __int_as_float(0x7fc00000); /* no error channel on the device: a NaN row shows it */
-    } else {
-        *c = gc_f(((const T *)a.cos_cache)[pos * half + k]);
-        *sn = gc_f(((const T *)a.sin_cache)[pos * half + k]);
-    }
-}
-
-/* Pair k (values x0, x1) rotated by (c, sn) into y. */
-template <typename T>
-__device__ __forceinline__ void rotate_cs(const gcuda_rotary_args &a, int64_t k, float c, float sn, float x0, float x1,
-                                          T *y)
-{
-    y[pair_i0(a, k)] = gc_to<T>(c * x0 - sn * x1);
-    y[pair_i1(a, k)] = gc_to<T>(sn * x0 + c * x1);
-}
-
 /* Pair k (values x0, x1) of a row at cache position pos, rotated into y. */
 template <typename T>
 __device__ __forceinline__ void rotate_pair(const gcuda_rotary_args &a, int64_t pos, int64_t k, float x0, float x1,
                                             T *y)
 {
+    int64_t half = a.rotary_dim / 2;
     float c, sn;
-    rotary_cs<T>(a, pos, k, &c, &sn);
-    rotate_cs<T>(a, k, c, sn, x0, x1, y);
+    if (pos < 0 || pos >= a.max_pos) {
+        c = sn = __int_as_float(0x7fc00000); /* no error channel on the device: a NaN row shows it */
+    } else {
+        c = gc_f(((const T *)a.cos_cache)[pos * half + k]);
+        sn = gc_f(((const T *)a.sin_cache)[pos * half + k]);
+    }
+    y[pair_i0(a, k)] = gc_to<T>(c * x0 - sn * x1);
+    y[pair_i1(a, k)] = gc_to<T>(sn * x0 + c * x1);
 }
 
 /* One thread per work item of a row: items [0, half) rotate a pair, items
@@ -72,7 +57,6 @@ __global__ void rotary_kernel(gcuda_rotary_args a, int64_t items, int64_t per_ro
 /* With the norm first: one block per row, the row normalised into shared
  * memory (head_size floats), then rotated from there. */
 #define RN_THREADS 128
-#define RN_PF 4 /* head_size up to 512 with its gamma, cos and sin read up front */
 template <typename T> __device__ __forceinline__ void rotary_norm_row(const gcuda_rotary_args &a, int64_t row)
 {
     extern __shared__ float rv[];
@@ -83,18 +67,7 @@ template <typename T> __device__ __forceinline__ void rotary_norm_row(const gcud
     const T *g = (const T *)a.norm_gamma;
     T *y = (T *)a.y + off;
     const int D = (int)a.head_size, half = (int)(a.rotary_dim / 2);
-    /* the first RN_PF elements of the thread (gamma) and pairs (cos, sin) are read with the row, so
-     * that their loads are in flight together; the rest (rows over RN_PF * blockDim) as they come */
-    const int64_t pos = a.positions[b * a.seq + si];
-    float gv[RN_PF], cv[RN_PF], sv[RN_PF];
-#pragma unroll
-    for (int e = 0; e < RN_PF; e++) {
-        int i = e * (int)blockDim.x + (int)threadIdx.x;
-        gv[e] = i < D ? gc_f(g[i]) : 0.0f;
-        if (i < half) rotary_cs<T>(a, pos, i, &cv[e], &sv[e]);
-    }
     float ss = 0.0f;
-#pragma unroll 4
     for (int i = threadIdx.x; i < D; i += blockDim.x) {
         float f = gc_f(xn[i]);
         rv[i] = f;
@@ -102,19 +75,10 @@ template <typename T> __device__ __forceinline__ void rotary_norm_row(const gcud
     }
     ss = gc_block_sum(ss, scratch);
     float inv = gc_rsqrt<T>(ss / (float)D + a.norm_eps);
-#pragma unroll
-    for (int e = 0; e < RN_PF; e++) {
-        int i = e * (int)blockDim.x + (int)threadIdx.x;
-        if (i < D) rv[i] = gc_f(gc_to<T>(rv[i] * inv * gv[e]));
-    }
-    for (int i = RN_PF * blockDim.x + threadIdx.x; i < D; i += blockDim.x) rv[i] = gc_f(gc_to<T>(rv[i] * inv * gc_f(g[i])));
+    for (int i = threadIdx.x; i < D; i += blockDim.x) rv[i] = gc_f(gc_to<T>(rv[i] * inv * gc_f(g[i])));
     __syncthreads();
-#pragma unroll
-    for (int e = 0; e < RN_PF; e++) {
-        int k = e * (int)blockDim.x + (int)threadIdx.x;
-        if (k < half) rotate_cs<T>(a, k, cv[e], sv[e], rv[pair_i0(a, k)], rv[pair_i1(a, k)], y);
-    }
-    for (int k = RN_PF * blockDim.x + threadIdx.x; k < half; k += blockDim.x)
+    int64_t pos = a.positions[b * a.seq + si];
+    for (int k = threadIdx.x; k < half; k += blockDim.x)
         rotate_pair<T>(a, pos, k, rv[pair_i0(a, k)], rv[pair_i1(a, k)], y);
     for (int i = (int)a.rotary_dim + threadIdx.x; i < D; i += blockDim.x) y[i] = gc_to<T>(rv[i]);
 }
