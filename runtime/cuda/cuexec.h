@@ -130,7 +130,7 @@ struct cx_node {
      * nothing between them reading this one's output: plan_rope_pair) that
      * launches both (rope_second), or the earlier one it launches with
      * itself; rope_run: the run in which the first left its arguments in
-     * rope_args for the second (GRAFT_CUDA_FUSE_ROPE2=1, opt-in) */
+     * rope_args for the second (GRAFT_CUDA_FUSE_ROPE2=0: off) */
     struct cx_node *rope_pair;
     bool rope_second;
     uint64_t rope_run;
@@ -218,7 +218,7 @@ struct cx_exec {
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
     bool no_gemv;                   /* GRAFT_CUDA_NO_GEMV: one-row MatMuls on cuBLAS too (read once) */
-    bool slice_view;                /* GRAFT_CUDA_SLICE_VIEW=1 (opt-in, read once): a Slice of one
+    bool slice_view;                /* unless GRAFT_CUDA_SLICE_VIEW=0 (read once): a Slice of one
                                      * contiguous block is that block, no copy */
     size_t n_rows;                  /* MatMul weights stored one output per row */
     size_t n_tails;                 /* MatMuls whose GEMV runs the chain after it */

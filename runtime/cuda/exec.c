@@ -559,7 +559,7 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->up_shown = -1;
     x->no_gemv = getenv("GRAFT_CUDA_NO_GEMV") != NULL;
     const char *sv = getenv("GRAFT_CUDA_SLICE_VIEW");
-    x->slice_view = sv && !strcmp(sv, "1"); /* opt-in until verified against the goldens on a GPU */
+    x->slice_view = !sv || strcmp(sv, "0"); /* GRAFT_CUDA_SLICE_VIEW=0: Slices copied */
     const char *prof = getenv("GRAFT_CUDA_PROFILE");
     x->prof = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "sync") ? 2 : !strcmp(prof, "graph") ? 3 : 1;
     cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);

@@ -16,7 +16,7 @@
  * scale that exporters spell out (Mul, ReduceMean, Add, Sqrt, Div) as a
  * chain head (GRAFT_CUDA_FUSE_NORM=0: not); an RMSNorm feeding a
  * RotaryEmbedding applied by the rotary launch (GRAFT_CUDA_FUSE_ROPE=0:
- * not), and (GRAFT_CUDA_FUSE_ROPE2=1, opt-in) a layer's q and k rotaries
+ * not), and (GRAFT_CUDA_FUSE_ROPE2=0: not) a layer's q and k rotaries
  * so made in one launch (plan_rope_pair); the chain after a weight MatMul run by its GEMV (plan_tails,
  * GRAFT_CUDA_FUSE_TAIL=0: not), and a skip RMSNorm reading such a norm-headed chain run after it in the
  * same launch (plan_tail_skip, GRAFT_CUDA_FUSE_SKIP=0: not); the norm before one computed by it
@@ -237,13 +237,12 @@ static int weight_matmul(const cx_node *cn)
  * members of a MatMul group (their outputs made by the group's first, before
  * the first rotary) and the second's norm (fuse 3) between them, none of
  * them reading the first's output: one launch runs both (a layer's q and k,
- * run by the second; the first leaves its arguments). Opt-in
- * (GRAFT_CUDA_FUSE_ROPE2=1): kernel-checked (test_kernels), within noise of
- * the default on E2B, not yet verified against the goldens on a GPU. */
+ * run by the second; the first leaves its arguments). Verified against the
+ * goldens on the H200 (session 14); GRAFT_CUDA_FUSE_ROPE2=0: off. */
 static void plan_rope_pair(cx_exec *x)
 {
     const char *e = getenv("GRAFT_CUDA_FUSE_ROPE2");
-    if (!e || strcmp(e, "1")) return; /* opt-in until verified against the goldens on a GPU */
+    if (e && !strcmp(e, "0")) return;
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *a = &x->nodes[i];
         if (!a->rope_norm || a->rope_pair || a->n.n_in < 3) continue;
