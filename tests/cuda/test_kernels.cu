@@ -10,7 +10,9 @@
  *   test_kernels [--quick]     exit 0 when every check passes, or when
  *                              there is no CUDA device (a skip line)
  *   test_kernels --skeleton    only the E2B decode step's GEMVs chained in a
- *                              CUDA graph (skeleton): no checks */
+ *                              CUDA graph (skeleton): no checks
+ *   test_kernels --epi         only the fused GEMV variants of E2B's shapes
+ *                              timed against the plain GEMV: no checks */
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
