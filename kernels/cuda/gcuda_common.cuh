@@ -171,6 +171,25 @@ __device__ __forceinline__ float gc_block_sum(float v, float *scratch)
     return t;
 }
 
+/* A grid's blocks each count themselves on *counter (zero before the first
+ * of `blocks` arrives; the caller resets it): true in the last block to
+ * arrive, which then sees every other block's writes (read them past L1).
+ * All threads call it. The barrier, then one fence by thread 0 on each side
+ * of the count (cumulative over what the barrier ordered: the pattern of a
+ * cooperative grid sync), instead of a fence in every thread. */
+__device__ __forceinline__ bool gc_last_block(unsigned *counter, unsigned blocks)
+{
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(counter, 1u) == blocks - 1;
+        if (last) __threadfence();
+    }
+    __syncthreads();
+    return last;
+}
+
 /* Maximum over the block, same contract as gc_block_sum. */
 __device__ __forceinline__ float gc_block_max(float v, float *scratch)
 {

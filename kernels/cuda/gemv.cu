@@ -37,7 +37,6 @@ __global__ void __launch_bounds__(GEMV_THREADS)
 {
     constexpr int KG = GEMV_THREADS / CT, TN = CT * V;
     __shared__ float red[KG][TN + 1];
-    __shared__ bool last;
     int j = 0;
     while (j + 1 < set.n && (int)blockIdx.x >= set.tile0[j + 1]) j++;
     const T *__restrict__ W = (const T *)set.W[j];
@@ -111,12 +110,7 @@ __global__ void __launch_bounds__(GEMV_THREADS)
     }
     if (gridDim.y == 1) return;
     /* split-K: the last block of this column tile adds the partials */
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!gc_last_block(&counters[blockIdx.x], gridDim.y)) return;
     for (int c = threadIdx.x; c < TN; c += GEMV_THREADS) {
         int n = tile * TN + c;
         if (n >= N) continue;

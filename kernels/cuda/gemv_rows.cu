@@ -218,18 +218,8 @@ __global__ void __launch_bounds__(ROWS_THREADS)
         if constexpr (EPI == 1 || EPI == 3) go_st(tail.y, tail.y_dtype, r, go_chain<int>(tail, gc_f(yv), r));
     }
     if constexpr (EPI == 2) {
-        __shared__ bool last;
         __shared__ float scratch[32];
-        /* this block's outputs before it is counted: the barrier, then one fence (cumulative over what the
-         * barrier ordered; the pattern of a cooperative grid sync) instead of one a thread */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            __threadfence();
-            last = atomicAdd(counter, 1u) == gridDim.x - 1;
-            if (last) __threadfence();
-        }
-        __syncthreads();
-        if (!last) return;
+        if (!gc_last_block(counter, gridDim.x)) return;
         go_norm_chain_row<int, true>(tail, 0, scratch); /* and the skip norm after it (sk_y) */
         if (threadIdx.x == 0) *counter = 0;
     }

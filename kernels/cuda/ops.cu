@@ -370,16 +370,11 @@ template <typename T> __global__ void __launch_bounds__(GO_AMAX_THREADS) go_argm
         if (v > bv || (bi == n && !isnan(v))) bv = v, bi = i;
     }
     go_amax_block(bv, bi, n);
-    __shared__ bool last;
     if (threadIdx.x == 0) {
         pv[blockIdx.x] = bv;
         pi[blockIdx.x] = bi;
-        __threadfence();
-        last = atomicAdd(counter, 1u) == gridDim.x - 1;
     }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!gc_last_block(counter, gridDim.x)) return;
     bv = -INFINITY;
     bi = n;
     for (int b = threadIdx.x; b < (int)gridDim.x; b += GO_AMAX_THREADS) go_amax_take(__ldcg(pv + b), __ldcg(pi + b), n, bv, bi);
