@@ -630,6 +630,14 @@ static graft_status attn_d(int dt, int gt, const attn_params *p, int plan, int *
     }
 }
 
+extern "C" int gcuda_attn_decode_takes_new(const gcuda_attn_decode_args *a)
+{
+    /* the tensor-core kernel (attn_prepare's gt 0) reads them, 16 bytes a copy */
+    return a->k_new && a->v_new && a->impl == 2 && gcuda_dtype_size(a->dtype) == 2 &&
+           ((uintptr_t)a->k_new | (uintptr_t)a->v_new) % 16 == 0 && a->new_stride_b % 8 == 0 &&
+           a->new_stride_h % 8 == 0 && a->new_stride_b >= 0 && a->new_stride_h >= 0;
+}
+
 /* Validates a and fills p; *dt, *gt: template choices. */
 static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p, int *dt, int *gt, graft_error *err)
 {
@@ -674,8 +682,7 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->knew = p->vnew = NULL;
     p->nsb = p->nsh = 0;
     if (a->k_new || a->v_new) {
-        if (!a->k_new || !a->v_new || *gt != 0 || ((uintptr_t)a->k_new | (uintptr_t)a->v_new) % 16 ||
-            a->new_stride_b % 8 || a->new_stride_h % 8 || a->new_stride_b < 0 || a->new_stride_h < 0)
+        if (!gcuda_attn_decode_takes_new(a))
             return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: new key/value rows need the tensor-core kernel "
                               "(impl 2, fp16/bf16) and 16-byte aligned rows");
         p->knew = a->k_new;

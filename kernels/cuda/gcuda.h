@@ -188,10 +188,15 @@ typedef struct gcuda_attn_decode_args {
      * not yet in the caches: the kernel attends to them as the key at
      * seq_lens[b] - 1 and writes them there, as gcuda_kv_append (seq 1,
      * past seq_lens - 1) would have before. Taken by the tensor-core kernel
-     * only (impl 2, fp16/bf16) with 16-byte aligned rows; else EINVAL. */
+     * only (impl 2, fp16/bf16) with 16-byte aligned rows
+     * (gcuda_attn_decode_takes_new); else EINVAL. */
     const void *k_new, *v_new;
     int64_t new_stride_b, new_stride_h;
 } gcuda_attn_decode_args;
+
+/* 1 when gcuda_attn_decode takes a's k_new and v_new; else the caller
+ * appends the rows itself (gcuda_kv_append) and leaves them NULL. */
+int gcuda_attn_decode_takes_new(const gcuda_attn_decode_args *a);
 
 /* Checks the geometry (head_dim a multiple of 8 and <= 512, q_heads a
  * multiple of kv_heads with at most 16 query heads per kv head) and sets

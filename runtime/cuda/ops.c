@@ -1031,13 +1031,13 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
             rp_attn(x, cn, c, 1, win);
             /* the new rows read and stored by the tensor-core kernel itself (GRAFT_CUDA_FUSE_APPEND=0: not) */
             const char *fa = getenv("GRAFT_CUDA_FUSE_APPEND");
-            if (c->k && d.impl == 2 && c->dt != GRAFT_DTYPE_FLOAT && !(fa && !strcmp(fa, "0")) &&
-                ((uintptr_t)c->k | (uintptr_t)c->v) % 16 == 0 && c->kb % 8 == 0 && c->kh % 8 == 0 && c->kb >= 0 &&
-                c->kh >= 0) {
+            if (c->k && !(fa && !strcmp(fa, "0")))
                 d.k_new = c->k, d.v_new = c->v, d.new_stride_b = c->kb, d.new_stride_h = c->kh;
+            if (d.k_new && gcuda_attn_decode_takes_new(&d)) {
                 x->n_fused_append++;
-            } else if (c->k) {
-                TRY(gcuda_kv_append(&ka, STRM(x), err));
+            } else {
+                d.k_new = d.v_new = NULL;
+                if (c->k) TRY(gcuda_kv_append(&ka, STRM(x), err));
             }
             return gcuda_attn_decode(&d, STRM(x), err);
         }
