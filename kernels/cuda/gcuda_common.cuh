@@ -174,17 +174,20 @@ __device__ __forceinline__ float gc_block_sum(float v, float *scratch)
 /* A grid's blocks each count themselves on *counter (zero before the first
  * of `blocks` arrives; the caller resets it): true in the last block to
  * arrive, which then sees every other block's writes (read them past L1).
- * All threads call it. The barrier, then one fence by thread 0 on each side
- * of the count (cumulative over what the barrier ordered: the pattern of a
- * cooperative grid sync), instead of a fence in every thread. */
+ * All threads call it. The barrier, then thread 0's count as one
+ * acquire-release atomic at GPU scope: its release is cumulative over the
+ * block's writes the barrier ordered before it, its acquire makes the other
+ * blocks' writes visible to the last block after the second barrier (the
+ * pattern of CUTLASS's split-K semaphore), without the sequentially
+ * consistent fences (__threadfence) on each side. */
 __device__ __forceinline__ bool gc_last_block(unsigned *counter, unsigned blocks)
 {
     __shared__ bool last;
     __syncthreads();
     if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(counter, 1u) == blocks - 1;
-        if (last) __threadfence();
+        unsigned old;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+        last = old == blocks - 1;
     }
     __syncthreads();
     return last;
