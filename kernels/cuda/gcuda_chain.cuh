@@ -115,6 +115,32 @@ template <typename I> __device__ __forceinline__ I go_leaf_off(const gops_fuse &
     return off;
 }
 
+/* go_chain for a GEMV's epilogue (one output element a thread): each
+ * leaf's layout given (modes: 2 bits a leaf, go_leaf_mode's codes, the
+ * host's), so a leaf laid out as the output or one value costs no index
+ * arithmetic; leaf sl (-1: none) is not read, its value at i is sv (one the
+ * caller has just stored there). The same arithmetic as go_chain. */
+template <typename I>
+__device__ __forceinline__ float go_chain_modes(const gops_fuse &f, float r, I i, unsigned modes, int sl, float sv)
+{
+    for (int k = 0; k < f.n_ins; k++) {
+        const gops_fuse_ins &in = f.ins[k];
+        if (in.kind == GOPS_FUSE_BINARY) {
+            float o = sv;
+            if (in.leaf != sl) {
+                const unsigned m = modes >> (2 * in.leaf) & 3u;
+                const I off = m == 1 ? i : m == 2 ? (I)0 : go_leaf_off<I>(f, in.leaf, i);
+                o = go_ld(f.leaf[in.leaf], f.leaf_dtype[in.leaf], off);
+            }
+            r = in.chain_b ? go_bin_f(in.op, o, r) : go_bin_f(in.op, r, o);
+        } else if (in.kind == GOPS_FUSE_UNARY) {
+            r = go_un_f(in.op, r, in.lo, in.hi);
+        }
+        r = go_round(in.dtype, r);
+    }
+    return r;
+}
+
 /* Rows of up to GO_ROW_EPT * blockDim.x elements are held in registers:
  * each pass issues all of a thread's loads before using any, one memory
  * latency a pass instead of one an element (the last block of a GEMV runs

@@ -12,7 +12,8 @@
  * memory past a warp) in a fixed order: deterministic. Up to
  * GCUDA_GEMV_MAX matrices that read one x go in one launch, their rows
  * side by side. A single matrix may carry the elementwise chain that reads
- * its output (gcuda_gemv_rows_tail): per output element (EPI 1), or, for
+ * its output (gcuda_gemv_rows_tail): per output element (EPI 1: the
+ * block's rows gathered to its first warp, a lane a row), or, for
  * a chain headed by an RMSNorm over the whole output, run by the last
  * block to finish (EPI 2: an atomic counter, reset by that block; then
  * also the skip RMSNorm that reads the chain's output, gops_fuse.sk_y);
@@ -25,6 +26,7 @@
 #include "kernels/cuda/gcuda_chain.cuh"
 
 #define ROWS_THREADS 256
+static_assert(GOPS_FUSE_LEAVES <= 16, "rows_set.modes holds 2 bits a leaf");
 #define ROWS_UNROLL 4 /* 16-byte loads in flight per thread (the H200 kernel lab: 4 beat 8 and 16 on E2B's shapes) */
 
 typedef struct rows_set {
@@ -33,6 +35,8 @@ typedef struct rows_set {
     int row0[GCUDA_GEMV_MAX]; /* first row of matrix j in the launch */
     int n, rows;
     gops_rows_norm pro; /* PRO: x is the RMSNorm of pro.x (+ pro.skip + pro.bias), computed here */
+    unsigned modes; /* EPI 1, 3: each leaf's layout against the output (go_chain_modes) */
+    int y1_leaf;    /* EPI 3: the chain's leaf that is y[1] as the output lays it out, or -1 */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once). */
@@ -122,7 +126,7 @@ template <typename T, int PRO> __device__ __forceinline__ float rows_x1(const T 
 }
 
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
-__global__ void __launch_bounds__(ROWS_THREADS)
+__global__ void __launch_bounds__(ROWS_THREADS, (EPI == 1 || EPI == 3) && PRO == 0 ? 5 : 1)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
 {
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
@@ -211,12 +215,29 @@ __global__ void __launch_bounds__(ROWS_THREADS)
             for (int i = 0; i < TPR / 32; i++) acc += red[0][(threadIdx.x >> 5) + i], acc2 += red[1][(threadIdx.x >> 5) + i];
         }
     }
-    if (lane == 0 && live) {
-        T yv = gc_to<T>(acc);
-        ((T *)yb)[r - r0] = yv;
-        if constexpr (EPI == 3) ((T *)set.y[1])[r] = gc_to<T>(acc2); /* before the chain reads it */
-        if constexpr (EPI == 1 || EPI == 3) go_st(tail.y, tail.y_dtype, r, go_chain<int>(tail, gc_f(yv), r));
+    if constexpr (EPI == 1 || EPI == 3) {
+        /* the block's rows to the first warp, a lane a row: one warp runs
+         * the chain for them all (one lane a warp would issue each chain
+         * instruction once per row: the LM head's 262144 rows) */
+        __shared__ float ys[2][RPB];
+        if (lane == 0) ys[0][threadIdx.x / TPR] = acc, ys[1][threadIdx.x / TPR] = acc2;
+        __syncthreads();
+        const int rr = (int)blockIdx.x * RPB + (int)threadIdx.x;
+        if (threadIdx.x < RPB && rr < set.rows) { /* one matrix (EPI 1) or a pair: y[0] (and y[1]) at row rr */
+            const T yv = gc_to<T>(ys[0][threadIdx.x]);
+            ((T *)set.y[0])[rr] = yv;
+            float y1 = 0.0f;
+            if constexpr (EPI == 3) {
+                const T y1t = gc_to<T>(ys[1][threadIdx.x]);
+                ((T *)set.y[1])[rr] = y1t; /* before the chain may read it (a layout other than the output's) */
+                y1 = gc_f(y1t);
+            }
+            go_st(tail.y, tail.y_dtype, rr,
+                  go_chain_modes<int>(tail, gc_f(yv), rr, set.modes, EPI == 3 ? set.y1_leaf : -1, y1));
+        }
+        return;
     }
+    if (lane == 0 && live) ((T *)yb)[r - r0] = gc_to<T>(acc);
     if constexpr (EPI == 2) {
         __shared__ float scratch[32];
         if (!gc_last_block(counter, gridDim.x)) return;
@@ -308,6 +329,22 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
                               "after %d matrices of %lld rows", (long long)numel, (long long)tail->norm_dim, n,
                               (long long)rows);
         epi = pair ? 3 : tail->norm_dim ? 2 : 1;
+        /* each leaf's layout (go_chain_modes); the pair's second output as a leaf: y[1] itself as the output
+         * lays it out, of its dtype (its value is the one the thread stored) */
+        set.y1_leaf = -1;
+        for (int l = 0; l < tail->n_leaf; l++) {
+            bool cont = true, zero = true;
+            int64_t expect = 1;
+            for (int d = tail->rank - 1; d >= 0; d--) {
+                if (tail->dims[d] != 1) {
+                    cont = cont && tail->st[l][d] == expect;
+                    zero = zero && tail->st[l][d] == 0;
+                }
+                expect *= tail->dims[d];
+            }
+            set.modes |= (unsigned)(cont ? 1 : zero ? 2 : 0) << (2 * l);
+            if (pair && set.y1_leaf < 0 && cont && tail->leaf[l] == y[1] && tail->leaf_dtype[l] == dtype) set.y1_leaf = l;
+        }
     } else {
         memset(&none, 0, sizeof none);
     }
