@@ -1016,6 +1016,19 @@ static void test_gemv_tail(int dt, int K, int N)
             check("gemv rows + gelu*mul", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, ddown(dt, f.y, N), ref);
         }
     }
+    if (N % 2 == 0) { /* (y - c) * s with c [N / 2] broadcast over two halves (offsets by index arithmetic), s one value */
+        auto c = rnd(dt, N / 2, -2, 2), sc = rnd(dt, 1, 0.5f, 2.0f);
+        base(2);
+        f.dims[1] = 2, f.dims[2] = N / 2;
+        f.st[0][1] = N / 2;
+        int lc = leaf(c, false), ls = leaf(sc, true);
+        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_SUB, lc, 0, dt, 0, 0};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, ls, 1, dt, 0, 0};
+        for (int r = 0; r < N; r++) ref[r] = round_to(dt, sc[0] * round_to(dt, y[r] - c[r % (N / 2)]));
+        f.y = dpoisoned(dt, N);
+        CK(gcuda_gemv_rows_tail(dt, dx, dw, dy, K, N, &f, NULL, NULL, &E));
+        check("gemv rows + broadcast sub, scalar mul", fmt("K%d N%d", K, N), dt, ddown(dt, f.y, N), ref);
+    }
     { /* RMSNorm(y) * gamma, then r + ., then . * s */
         auto g = rnd(dt, N, 0.5f, 1.5f), rr = rnd(dt, N), sc = rnd(dt, 1, 0.5f, 2.0f);
         base(2);
@@ -1735,10 +1748,10 @@ static void epi_lab(double copy_gbs)
         int K, N;
     };
     const shape shapes[] = {{"pli proj", 256, 1536}, {"o", 2048, 1536}, {"down", 6144, 1536}, {"pli gate", 1536, 256},
-                            {"up", 1536, 6144}};
-    void *gam = dalloc(16384 * es), *res = dalloc(16384 * es), *scal = dalloc(es), *sky = dalloc(16384 * es),
-         *sks = dalloc(16384 * es);
-    dinit(dt, gam, 16384, 2u), dinit(dt, res, 16384, 3u), dinit(dt, scal, 1, 4u);
+                            {"up", 1536, 6144}, {"lm head", 1536, 262144}};
+    void *gam = dalloc(262144 * es), *res = dalloc(262144 * es), *scal = dalloc(es), *sky = dalloc(262144 * es),
+         *sks = dalloc(262144 * es);
+    dinit(dt, gam, 262144, 2u), dinit(dt, res, 262144, 3u), dinit(dt, scal, 1, 4u);
     unsigned *ctr = (unsigned *)dalloc(sizeof(unsigned));
     CUCK(cudaMemset(ctr, 0, sizeof(unsigned)));
     printf("\nfused GEMV variants, fp16, us a launch (floor: the weights at the copy rate):\n");
@@ -1793,12 +1806,51 @@ static void epi_lab(double copy_gbs)
             printf("| %s | %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", sh.name, K, N,
                    tpr && *tpr ? tpr : "auto", floor_us, us[0], us[1], us[2], us[3], us[4], us[5]);
             release_all();
-            gam = dalloc(16384 * es), res = dalloc(16384 * es), scal = dalloc(es), sky = dalloc(16384 * es),
-            sks = dalloc(16384 * es);
-            dinit(dt, gam, 16384, 2u), dinit(dt, res, 16384, 3u), dinit(dt, scal, 1, 4u);
+            gam = dalloc(262144 * es), res = dalloc(262144 * es), scal = dalloc(es), sky = dalloc(262144 * es),
+            sks = dalloc(262144 * es);
+            dinit(dt, gam, 262144, 2u), dinit(dt, res, 262144, 3u), dinit(dt, scal, 1, 4u);
             ctr = (unsigned *)dalloc(sizeof(unsigned));
             CUCK(cudaMemset(ctr, 0, sizeof(unsigned)));
         }
+    }
+    /* the gate/up pair: two matrices of one x side by side (no chain), the
+     * pair with gelu(gate) * up per element, and that with the skip-norm
+     * prologue (the executor's form before the down projection) */
+    {
+        const int K = 1536, N = 6144;
+        void *w0 = dalloc((size_t)K * N * es), *w1 = dalloc((size_t)K * N * es), *x = dalloc((size_t)N * es),
+             *y0 = dalloc((size_t)N * es), *y1 = dalloc((size_t)N * es), *o = dalloc((size_t)N * es);
+        dinit(dt, w0, (size_t)K * N, g_seed++), dinit(dt, w1, (size_t)K * N, g_seed++), dinit(dt, x, N, g_seed++);
+        double us[3];
+        for (int v = 0; v < 3; v++)
+            us[v] = graph_us([&](int i, gcuda_stream st) {
+                const void *in = i % 2 ? o : x;
+                const void *wp[2] = {w0, w1};
+                void *yp[2] = {y0, y1};
+                int64_t Nn[2] = {N, N};
+                if (v == 0) {
+                    CK(gcuda_gemv_rows_multi(dt, in, wp, yp, Nn, 2, K, st, &E));
+                    return;
+                }
+                gops_fuse f;
+                memset(&f, 0, sizeof f);
+                f.rank = 1, f.dims[0] = N, f.y = o, f.y_dtype = dt, f.n_leaf = 2;
+                f.leaf[0] = y0, f.leaf_dtype[0] = dt, f.st[0][0] = 1;
+                f.leaf[1] = y1, f.leaf_dtype[1] = dt, f.st[1][0] = 1;
+                f.ins[f.n_ins++] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+                f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+                if (v == 1) {
+                    CK(gcuda_gemv_rows_pair_tail(dt, in, w0, w1, y0, y1, K, N, &f, st, &E));
+                } else {
+                    gops_rows_norm pn = {};
+                    pn.x = in, pn.skip = res, pn.gamma = gam, pn.sum = sks, pn.eps = 1e-6f;
+                    CK(gcuda_gemv_rows_fused(dt, &pn, wp, yp, Nn, 2, K, &f, NULL, 1, st, &E));
+                }
+            }, 20, 7);
+        double floor_us = 2.0 * K * N * es / (copy_gbs * 1e9) * 1e6;
+        printf("\ngate/up pair (K %d, N %d each), us a launch:\n| floor | two matrices, one launch | pair + gelu*mul |"
+               " + skip-norm prologue |\n|---:|---:|---:|---:|\n| %.2f | %.2f | %.2f | %.2f |\n", K, N, floor_us, us[0],
+               us[1], us[2]);
     }
     release_all();
 }
