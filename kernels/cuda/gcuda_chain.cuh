@@ -223,14 +223,14 @@ __device__ __forceinline__ void go_chain_ept(const gops_fuse &f, float *r, I row
     }
 }
 
-/* go_norm_chain_row for a row held in registers (dim <= EPT * blockDim.x),
- * the skip norm after it too (f.sk_y): the same arithmetic in the same
- * order as the element loops below. */
+/* A norm-headed row's chain in registers (dim <= EPT * blockDim.x): v[e]
+ * is the chain's value at element e * blockDim.x + threadIdx.x (0 past
+ * dim), rounded after each instruction as go_norm_chain_row; not stored. */
 template <typename I, bool CG, int EPT>
-__device__ __forceinline__ void go_norm_chain_row_ept(const gops_fuse &f, I row, float *scratch)
+__device__ __forceinline__ void go_norm_chain_regs(const gops_fuse &f, I row, float *v, float *scratch)
 {
     const int dim = (int)f.norm_dim, dt0 = f.leaf_dtype[0];
-    float v[EPT], g[EPT], ss = 0.0f;
+    float g[EPT], ss = 0.0f;
 #pragma unroll
     for (int e = 0; e < EPT; e++) {
         int i = e * (int)blockDim.x + (int)threadIdx.x;
@@ -245,6 +245,17 @@ __device__ __forceinline__ void go_norm_chain_row_ept(const gops_fuse &f, I row,
 #pragma unroll
     for (int e = 0; e < EPT; e++) v[e] = go_round(f.norm_dtype, f.norm_div ? v[e] / sq : v[e] * inv * g[e]);
     go_chain_ept<I, EPT>(f, v, row, dim);
+}
+
+/* go_norm_chain_row for a row held in registers (dim <= EPT * blockDim.x),
+ * the skip norm after it too (f.sk_y): the same arithmetic in the same
+ * order as the element loops below. */
+template <typename I, bool CG, int EPT>
+__device__ __forceinline__ void go_norm_chain_row_ept(const gops_fuse &f, I row, float *scratch)
+{
+    const int dim = (int)f.norm_dim;
+    float v[EPT], g[EPT], ss, q, inv;
+    go_norm_chain_regs<I, CG, EPT>(f, row, v, scratch);
 #pragma unroll
     for (int e = 0; e < EPT; e++) {
         int i = e * (int)blockDim.x + (int)threadIdx.x;

@@ -136,6 +136,15 @@ graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const void *w, void 
 graft_status gcuda_gemv_rows_fused(int dtype, const gops_rows_norm *pro, const void *const *w, void *const *y,
                                    const int64_t *N, int n, int64_t K, const gops_fuse *tail, unsigned *counter,
                                    int pair, gcuda_stream s, graft_error *err);
+/* n matrices [N[j], K] whose x is the RMSNorm (pro: gamma, eps; x, skip,
+ * bias and sum unused) of c, the norm-headed chain `chain` over its leaf 0
+ * (K elements, norm_dim K <= 2048, no skip norm): every block computes c
+ * and x itself (into shared memory), block 0 stores c to chain->y (of the
+ * GEMV's dtype). The chain of one GEMV's output run as the next GEMV's
+ * prologue instead of by its last block. */
+graft_status gcuda_gemv_rows_chain_pro(int dtype, const gops_fuse *chain, const gops_rows_norm *pro,
+                                       const void *const *w, void *const *y, const int64_t *N, int n, int64_t K,
+                                       gcuda_stream s, graft_error *err);
 graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0, const void *w1, void *y0, void *y1,
                                        int64_t K, int64_t N, const gops_fuse *tail, gcuda_stream s, graft_error *err);
 

@@ -68,7 +68,7 @@ template <typename T, int PRO> __device__ __forceinline__ float rows_t(const T *
 template <typename T, int PRO> __device__ __forceinline__ float rows_norm(const T *__restrict__ x, const rows_set &set,
                                                                           int K)
 {
-    if constexpr (PRO == 0) {
+    if constexpr (PRO == 0 || PRO == 3) {
         return 1.0f;
     } else {
         __shared__ float scratch[32];
@@ -97,6 +97,10 @@ template <typename T, int PRO>
 __device__ __forceinline__ void rows_x(const T *__restrict__ x, const rows_set &set, float inv, int c, float *xf)
 {
     constexpr int V = 16 / (int)sizeof(T);
+    if constexpr (PRO == 3) { /* x: the block's own, in shared memory */
+        gc_unpack<T>(reinterpret_cast<const uint4 *>(x)[c], xf);
+        return;
+    }
     gc_unpack<T>(__ldg(reinterpret_cast<const uint4 *>(x) + c), xf);
     if constexpr (PRO > 0) {
         float g[V];
@@ -120,9 +124,40 @@ __device__ __forceinline__ void rows_x(const T *__restrict__ x, const rows_set &
 template <typename T, int PRO> __device__ __forceinline__ float rows_x1(const T *__restrict__ x, const rows_set &set,
                                                                          float inv, int k)
 {
+    if constexpr (PRO == 3) return gc_f(x[k]);
     float t = rows_t<T, PRO>(x, set, k);
     if constexpr (PRO > 0) t = gc_f(gc_to<T>(t * inv * gc_f(((const T *)set.pro.gamma)[k])));
     return t;
+}
+
+/* PRO 3: the GEMV's x is the RMSNorm (set.pro: gamma, eps) of c, the
+ * norm-headed chain `f` over the K elements of its leaf 0 (the output of
+ * the GEMV before: the per-layer-input projection's post-norm, residual add
+ * and scale, then the next layer's input norm), computed by every block
+ * into xs (shared memory) with the arithmetic of the separate kernels
+ * (go_norm_chain_row, then rows_norm's PRO 1 over c as stored); block 0
+ * also stores c to f.y (the residual the later layers read). */
+template <typename T> __device__ __forceinline__ void rows_chain_pro(const gops_fuse &f, const rows_set &set, int K,
+                                                                    T *xs)
+{
+    __shared__ float scratch[32];
+    float v[GO_ROW_EPT], ss = 0.0f;
+    go_norm_chain_regs<int, false, GO_ROW_EPT>(f, 0, v, scratch);
+#pragma unroll
+    for (int e = 0; e < GO_ROW_EPT; e++) {
+        const int i = e * ROWS_THREADS + (int)threadIdx.x;
+        v[e] = i < K ? gc_f(gc_to<T>(v[e])) : 0.0f; /* c as stored */
+        if (blockIdx.x == 0 && i < K) ((T *)f.y)[i] = gc_to<T>(v[e]);
+        ss += v[e] * v[e];
+    }
+    ss = gc_block_sum(ss, scratch);
+    const float inv = gc_rsqrt<T>(ss / (float)K + set.pro.eps);
+#pragma unroll
+    for (int e = 0; e < GO_ROW_EPT; e++) {
+        const int i = e * ROWS_THREADS + (int)threadIdx.x;
+        if (i < K) xs[i] = gc_to<T>(v[e] * inv * gc_f(((const T *)set.pro.gamma)[i]));
+    }
+    __syncthreads();
 }
 
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
@@ -161,6 +196,11 @@ __global__ void __launch_bounds__(ROWS_THREADS, (EPI == 1 || EPI == 3) && PRO ==
         }
         gc_pdl_wait(); /* x is the kernel before's output */
         gc_pdl_trigger();
+        if constexpr (PRO == 3) {
+            extern __shared__ uint4 rows_xs[];
+            rows_chain_pro<T>(tail, set, K, reinterpret_cast<T *>(rows_xs));
+            x = reinterpret_cast<const T *>(rows_xs);
+        }
         const float inv = rows_norm<T, PRO>(x, set, K);
         for (int c0 = 0;;) {
 #pragma unroll
@@ -188,6 +228,11 @@ __global__ void __launch_bounds__(ROWS_THREADS, (EPI == 1 || EPI == 3) && PRO ==
     } else {
         gc_pdl_wait();
         gc_pdl_trigger();
+        if constexpr (PRO == 3) {
+            extern __shared__ uint4 rows_xs[];
+            rows_chain_pro<T>(tail, set, K, reinterpret_cast<T *>(rows_xs));
+            x = reinterpret_cast<const T *>(rows_xs);
+        }
         const float inv = rows_norm<T, PRO>(x, set, K);
         if (live)
             for (int k = lane; k < K; k += TPR) {
@@ -274,7 +319,7 @@ static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, const
  * computed by each block (the norm node only shapes its output). */
 static graft_status rows_run(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N, int n,
                              int64_t K, int unroll, const gops_fuse *tail, unsigned *counter, bool pair,
-                             const gops_rows_norm *pro, gcuda_stream s, graft_error *err)
+                             const gops_rows_norm *pro, const gops_fuse *pchain, gcuda_stream s, graft_error *err)
 {
     size_t es = gcuda_dtype_size(dtype);
     if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: dtype %d not supported", dtype);
@@ -285,8 +330,24 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     rows_set set = {};
     set.n = n;
     int64_t rows = 0;
-    int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm */
-    if (pro) {
+    int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain, then an RMSNorm */
+    if (pchain) {
+        int64_t numel = 1;
+        for (int d = 0; d < pchain->rank; d++) numel *= pchain->dims[d];
+        if (!pro || !pro->gamma || pro->skip || tail || pair || pchain->norm_dim != K || numel != K ||
+            K > (int64_t)GO_ROW_EPT * ROWS_THREADS || pchain->sk_y || !pchain->y || pchain->y_dtype != dtype ||
+            pchain->n_ins < 0 || pchain->n_ins > GOPS_FUSE_MAX || pchain->rank > GOPS_MAX_RANK)
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_chain_pro: a chain over %lld elements (norm %lld) "
+                              "before a GEMV of K %lld", (long long)numel, (long long)pchain->norm_dim, (long long)K);
+        for (int k = 0; k < pchain->n_ins; k++)
+            if (pchain->ins[k].kind == GOPS_FUSE_BINARY &&
+                (pchain->ins[k].leaf < 0 || pchain->ins[k].leaf >= pchain->n_leaf))
+                return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_chain_pro: instruction %d's leaf", k);
+        set.pro = *pro;
+        set.pro.x = NULL;
+        x = NULL; /* each block's own, in shared memory */
+        pk = 3;
+    } else if (pro) {
         if (!pro->x || !pro->gamma || (!pro->skip && (pro->bias || pro->sum)))
             return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: a norm prologue without its x or gamma");
         set.pro = *pro;
@@ -348,7 +409,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     } else {
         memset(&none, 0, sizeof none);
     }
-    const gops_fuse &tf = tail ? *tail : none;
+    const gops_fuse &tf = pchain ? *pchain : tail ? *tail : none;
     int sms;
     graft_status st = gcuda_sm_count(&sms, err);
     if (st) return st;
@@ -369,6 +430,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     cfg.stream = s;
     cfg.attrs = at;
     cfg.numAttrs = gcuda_pdl_mode() >= 1 ? 1 : 0; /* GRAFT_CUDA_PDL=0: a plain launch */
+    if (pk == 3) cfg.dynamicSmemBytes = (size_t)K * es; /* x */
     const int Ki = (int)K;
     cudaError_t e = cudaSuccess;
 #define ROWS_EPI(EPI, PRO)                                                                                      \
@@ -392,7 +454,8 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         } else if (epi == 0) {
             if (pk == 0) ROWS_EPI(0, 0);
             else if (pk == 1) ROWS_EPI(0, 1);
-            else ROWS_EPI(0, 2);
+            else if (pk == 2) ROWS_EPI(0, 2);
+            else ROWS_EPI(0, 3);
         } else if (epi == 1) {
             ROWS_EPI(1, 0);
         } else if (epi == 2) {
@@ -411,19 +474,19 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
 extern "C" graft_status gcuda_gemv_rows(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
                                         gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, NULL, NULL, false, NULL, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, NULL, NULL, false, NULL, NULL, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_multi(int dtype, const void *x, const void *const *w, void *const *y,
                                               const int64_t *N, int n, int64_t K, gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, w, y, N, n, K, ROWS_UNROLL, NULL, NULL, false, NULL, s, err);
+    return rows_run(dtype, x, w, y, N, n, K, ROWS_UNROLL, NULL, NULL, false, NULL, NULL, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
                                               int unroll, gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, &w, &y, &N, 1, K, unroll, NULL, NULL, false, NULL, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, unroll, NULL, NULL, false, NULL, NULL, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
@@ -431,7 +494,7 @@ extern "C" graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const voi
                                              graft_error *err)
 {
     if (!tail) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: no chain");
-    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, tail, counter, false, NULL, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, tail, counter, false, NULL, NULL, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0, const void *w1, void *y0,
@@ -441,7 +504,7 @@ extern "C" graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, cons
     const void *w[2] = {w0, w1};
     void *y[2] = {y0, y1};
     int64_t Ns[2] = {N, N};
-    return rows_run(dtype, x, w, y, Ns, 2, K, ROWS_UNROLL, tail, NULL, true, NULL, s, err);
+    return rows_run(dtype, x, w, y, Ns, 2, K, ROWS_UNROLL, tail, NULL, true, NULL, NULL, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_fused(int dtype, const gops_rows_norm *pro, const void *const *w,
@@ -450,5 +513,13 @@ extern "C" graft_status gcuda_gemv_rows_fused(int dtype, const gops_rows_norm *p
                                               graft_error *err)
 {
     if (!pro) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_fused: no norm");
-    return rows_run(dtype, NULL, w, y, N, n, K, ROWS_UNROLL, tail, counter, pair != 0, pro, s, err);
+    return rows_run(dtype, NULL, w, y, N, n, K, ROWS_UNROLL, tail, counter, pair != 0, pro, NULL, s, err);
+}
+
+extern "C" graft_status gcuda_gemv_rows_chain_pro(int dtype, const gops_fuse *chain, const gops_rows_norm *pro,
+                                                  const void *const *w, void *const *y, const int64_t *N, int n,
+                                                  int64_t K, gcuda_stream s, graft_error *err)
+{
+    if (!chain || !pro) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_chain_pro: no chain or norm");
+    return rows_run(dtype, NULL, w, y, N, n, K, ROWS_UNROLL, NULL, NULL, false, pro, chain, s, err);
 }

@@ -1113,6 +1113,62 @@ static void test_gemv_tail(int dt, int K, int N)
  * to the dtype as the norm kernels store it, computed by each block; against
  * the norm and the products in fp64 on that rounded x. n matrices, or a
  * pair with gelu(y0) * y1. */
+/* gcuda_gemv_rows_chain_pro: x is the RMSNorm of c = (RMSNorm(y0) * g1 +
+ * r) * s, y0 the previous GEMV's raw output, computed by every block; c
+ * stored by block 0; against c and the GEMVs of x in fp64, each op rounded
+ * to the dtype as the separate nodes store it. */
+static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns)
+{
+    int n = (int)Ns.size();
+    auto y0 = rnd(dt, K, -2, 2), g1 = rnd(dt, K, 0.5f, 1.5f), rr = rnd(dt, K), sc = rnd(dt, 1, 0.5f, 2.0f),
+         g2 = rnd(dt, K, 0.5f, 1.5f);
+    std::vector<float> c(K), xn(K);
+    double ss = 0, ss2 = 0;
+    for (int k = 0; k < K; k++) ss += (double)y0[k] * y0[k];
+    double inv = 1.0 / std::sqrt(ss / K + 1e-6);
+    for (int k = 0; k < K; k++) {
+        float nv = round_to(dt, (float)(y0[k] * inv * g1[k]));
+        c[k] = round_to(dt, round_to(dt, rr[k] + nv) * sc[0]);
+        ss2 += (double)c[k] * c[k];
+    }
+    double inv2 = 1.0 / std::sqrt(ss2 / K + 1e-5);
+    for (int k = 0; k < K; k++) xn[k] = round_to(dt, (float)(c[k] * inv2 * g2[k]));
+    gops_fuse f;
+    memset(&f, 0, sizeof f);
+    f.rank = 3, f.dims[0] = 1, f.dims[1] = 1, f.dims[2] = K, f.y_dtype = dt, f.n_leaf = 4, f.n_ins = 2;
+    f.leaf[0] = dupload(dt, y0), f.leaf_dtype[0] = dt, f.st[0][2] = 1;
+    f.leaf[1] = dupload(dt, g1), f.leaf_dtype[1] = dt, f.st[1][2] = 1;
+    f.leaf[2] = dupload(dt, rr), f.leaf_dtype[2] = dt, f.st[2][2] = 1;
+    f.leaf[3] = dupload(dt, sc), f.leaf_dtype[3] = dt;
+    f.norm_dim = K, f.gamma = f.leaf[1], f.eps = 1e-6f, f.norm_dtype = dt;
+    f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 2, 1, dt, 0, 0};
+    f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 3, 0, dt, 0, 0};
+    gops_rows_norm pn = {};
+    pn.gamma = dupload(dt, g2);
+    pn.eps = 1e-5f;
+    std::vector<const void *> dw(n);
+    std::vector<void *> dy(n);
+    std::vector<std::vector<double>> yref(n);
+    std::string shape = fmt("K%d N", K);
+    for (int j = 0; j < n; j++) {
+        auto w = rnd(dt, (size_t)K * Ns[j], -0.1f, 0.1f);
+        dw[j] = dupload(dt, w);
+        dy[j] = dpoisoned(dt, Ns[j]);
+        shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
+        yref[j] = rows_ref(w, xn, K, Ns[j]);
+    }
+    std::vector<double> cref(c.begin(), c.end());
+    for (int rep = 0; rep < 2; rep++) {
+        f.y = dpoisoned(dt, K);
+        for (int j = 0; j < n; j++) CK(gcuda_fill_nan(dt, dy[j], Ns[j], NULL, &E));
+        CK(gcuda_gemv_rows_chain_pro(dt, &f, &pn, dw.data(), dy.data(), Ns.data(), n, K, NULL, &E));
+        std::string sh = shape + (rep ? " again" : "");
+        check("gemv rows, chain prologue: c", sh, dt, ddown(dt, f.y, K), cref);
+        for (int j = 0; j < n; j++) check("gemv rows, chain prologue", sh + fmt(" y%d", j), dt, ddown(dt, dy[j], Ns[j]), yref[j]);
+    }
+    release_all();
+}
+
 static void test_gemv_pro(int dt, int K, std::vector<int64_t> Ns, bool skip, bool pair)
 {
     int n = (int)Ns.size();
@@ -1938,6 +1994,9 @@ int main(int argc, char **argv)
         test_gemv_pro(dt, 1536, {6144, 6144}, true, true);
         test_gemv_pro(dt, 1001, {300, 300}, true, true); /* the scalar kernel */
         test_gemv_pro(dt, 1001, {300}, false, false);
+        test_gemv_chain_pro(dt, 1536, {2048, 256, 256}); /* E2B's q/k/v after the per-layer-input projection */
+        test_gemv_chain_pro(dt, 2048, {512});
+        test_gemv_chain_pro(dt, 1001, {300}); /* the scalar kernel */
         if (!quick) {
             test_gemv(dt, 1536, 8960);
             test_gemv(dt, 8960, 1536);
