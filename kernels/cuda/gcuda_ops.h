@@ -142,6 +142,7 @@ graft_status gcuda_gemv_rows_fused(int dtype, const gops_rows_norm *pro, const v
  * and x itself (into shared memory), block 0 stores c to chain->y (of the
  * GEMV's dtype). The chain of one GEMV's output run as the next GEMV's
  * prologue instead of by its last block. */
+#define GCUDA_CHAIN_PRO_MAX_K 2048 /* the chain's row: GO_ROW_EPT elements a thread of 256 */
 graft_status gcuda_gemv_rows_chain_pro(int dtype, const gops_fuse *chain, const gops_rows_norm *pro,
                                        const void *const *w, void *const *y, const int64_t *N, int n, int64_t K,
                                        gcuda_stream s, graft_error *err);

@@ -27,6 +27,7 @@
 
 #define ROWS_THREADS 256
 static_assert(GOPS_FUSE_LEAVES <= 16, "rows_set.modes holds 2 bits a leaf");
+static_assert(GCUDA_CHAIN_PRO_MAX_K == GO_ROW_EPT * 256, "a chain prologue's row is held in registers");
 #define ROWS_UNROLL 4 /* 16-byte loads in flight per thread (the H200 kernel lab: 4 beat 8 and 16 on E2B's shapes) */
 
 typedef struct rows_set {
@@ -335,7 +336,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         int64_t numel = 1;
         for (int d = 0; d < pchain->rank; d++) numel *= pchain->dims[d];
         if (!pro || !pro->gamma || pro->skip || tail || pair || pchain->norm_dim != K || numel != K ||
-            K > (int64_t)GO_ROW_EPT * ROWS_THREADS || pchain->sk_y || !pchain->y || pchain->y_dtype != dtype ||
+            K > GCUDA_CHAIN_PRO_MAX_K || pchain->sk_y || !pchain->y || pchain->y_dtype != dtype ||
             pchain->n_ins < 0 || pchain->n_ins > GOPS_FUSE_MAX || pchain->rank > GOPS_MAX_RANK)
             return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_chain_pro: a chain over %lld elements (norm %lld) "
                               "before a GEMV of K %lld", (long long)numel, (long long)pchain->norm_dim, (long long)K);

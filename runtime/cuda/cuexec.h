@@ -124,7 +124,9 @@ struct cx_node {
                         * whose MatMul(s) (pro) compute it in their GEMV: when they can this run, it only shapes
                         * its outputs and sets mm_run; 6: a skip RMSNorm whose first or second input is a fuse 4
                         * tail's output, computed by that tail's GEMV after the chain (tail_skip) when it runs
-                        * the chain, mm_run telling it so */
+                        * the chain, mm_run telling it so; 7: a norm-headed chain's tail whose chain the GEMV
+                        * after it (cpro) computes before its prologue norm: when it can this run, the tail only
+                        * shapes its output and sets mm_run */
     struct cx_node *rope_norm; /* RotaryEmbedding: the RMSNorm (fuse 3) it applies first (GRAFT_CUDA_FUSE_ROPE=0: not) */
     /* RotaryEmbedding with its norm: the next one (a layer's k after its q,
      * nothing between them reading this one's output: plan_rope_pair) that
@@ -143,6 +145,8 @@ struct cx_node {
     struct cx_node *mt; /* MatMul: the node (fuse 4) whose chain its one-row GEMV runs as its epilogue */
     struct cx_node *pro; /* MatMul (a group's first): the norm (fuse 5) its GEMV computes; the norm: that MatMul */
     struct cx_node *tail_skip; /* a fuse 4 tail: the skip RMSNorm (fuse 6) run after its chain */
+    struct cx_node *cpro; /* MatMul (a group's first, with pro): the chain (fuse 7) its GEMV computes first; that
+                           * chain's tail: the MatMul */
 };
 
 struct cx_exec {
@@ -224,6 +228,7 @@ struct cx_exec {
     size_t n_tails;                 /* MatMuls whose GEMV runs the chain after it */
     size_t n_pros;                  /* norms computed by the GEMV after them */
     size_t n_tail_skips;            /* skip norms run after a GEMV's chain, in its launch */
+    size_t n_cpros;                 /* chains computed by the GEMV after them, before its norm */
     size_t n_rope_pairs;            /* RotaryEmbeddings launched with the one before them */
     size_t rows_bytes;
     /* GRAFT_CUDA_PREFETCH=MB: after each weight MatMul of a decode step, a side
@@ -313,6 +318,12 @@ int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn);
 graft_status cx_pro_materialize(cx_exec *x, cx_node *cn, graft_error *err);
 /* A fuse 4 node: nothing when its MatMul ran its chain this run, else the chain. */
 graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err);
+/* A fuse 7 chain: its output shaped when the GEMV after it computes it this run, else the chain. */
+graft_status cx_cpro_follow(cx_exec *x, cx_node *cn, graft_error *err);
+/* MatMul cn whose pro norm deferred to it (cx_pro_args filled pn): the GEMV(s) of w/y/N with the chain
+ * before that norm computed first when it deferred too (1 in *done), else nothing. */
+graft_status cx_cpro_gemv(cx_exec *x, cx_node *cn, const gops_rows_norm *pn, const void *const *w,
+                          void *const *y, const int64_t *N, int n, int64_t K, int *done, graft_error *err);
 /* A fuse 6 skip norm: nothing when the GEMV before it computed it this run, else itself. */
 graft_status cx_skip_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);

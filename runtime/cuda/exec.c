@@ -1158,6 +1158,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
                  : cn->fuse == 4 ? cx_tail_follow(x, cn, err)
                  : cn->fuse == 5 ? cx_pro_norm(x, cn, err)
                  : cn->fuse == 6 ? cx_skip_follow(x, cn, err)
+                 : cn->fuse == 7 ? cx_cpro_follow(x, cn, err)
                  : cn->mm == 1   ? cx_mm_run(x, cn, err)
                  : cn->mm == 2   ? cx_mm_follow(x, cn, err)
                                  : cn->dop->run(x, cn, err);
@@ -1613,6 +1614,10 @@ static const char *cx_describe(rt_backend *b)
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu chains run by the GEMV before them, %zu norms by the GEMV after",
                  x->n_tails, x->n_pros);
+    }
+    if (x->n_cpros) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu chains by the GEMV after them, before its norm", x->n_cpros);
     }
     if (x->n_tail_skips) {
         size_t l = strlen(fz);

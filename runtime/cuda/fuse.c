@@ -373,8 +373,11 @@ graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
         if ((rc = pair_tail(x, cn, a, w, y, N, K, &done, err)) != GRAFT_OK || done) return rc;
     }
     gops_rows_norm pn;
-    if (nrows && cn->pro && cx_pro_args(x, cn, &pn))
+    if (nrows && cn->pro && cx_pro_args(x, cn, &pn)) {
+        int done = 0;
+        if ((rc = cx_cpro_gemv(x, cn, &pn, w, y, N, g->n, K, &done, err)) != GRAFT_OK || done) return rc;
         return gcuda_gemv_rows_fused(a->t.dtype, &pn, w, y, N, g->n, K, NULL, NULL, 0, (gcuda_stream)x->stream, err);
+    }
     if (nrows) return gcuda_gemv_rows_multi(a->t.dtype, a->d, w, y, N, g->n, K, (gcuda_stream)x->stream, err);
     size_t wsb = 0;
     if ((rc = gcuda_gemv_multi_plan(a->t.dtype, K, N, g->n, &wsb, err)) != GRAFT_OK) return rc;
@@ -518,6 +521,7 @@ void cx_prefetch_join(cx_exec *x)
 static void plan_tails(cx_exec *x);
 static void plan_prologue(cx_exec *x);
 static void plan_tail_skip(cx_exec *x);
+static void plan_chain_pro(cx_exec *x);
 
 void cx_fuse_plan(cx_exec *x)
 {
@@ -632,6 +636,7 @@ void cx_fuse_plan(cx_exec *x)
     plan_tails(x);
     plan_tail_skip(x);
     plan_prologue(x);
+    plan_chain_pro(x);
     plan_prefetch(x); /* after the groups: a group's first stands for it */
 }
 
@@ -894,6 +899,8 @@ void cx_fuse_free(cx_node *cn)
     cn->mg = NULL;
 }
 
+static graft_status cpro_materialize(cx_exec *x, cx_node *r, graft_error *err);
+
 /* Norm prologues: an RMSNormalization (last axis) or a skip RMSNorm whose
  * first output only weight MatMuls read, all of one sibling group or a
  * single one (without a tail), is computed by their GEMV on one-row steps
@@ -998,7 +1005,10 @@ graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err)
         int ax = (int)rt_attr_int(&cn->n, "axis", -1);
         ok = ax == -1 || ax == a->t.rank - 1;
     }
-    if (!ok) return cn->dop->run(x, cn, err);
+    if (!ok) {
+        graft_status rc = cpro_materialize(x, cn, err); /* its input first, when a chain deferred it */
+        return rc != GRAFT_OK ? rc : cn->dop->run(x, cn, err);
+    }
     graft_status rc;
     if ((rc = cx_to_dev(x, a, err)) != GRAFT_OK || (rc = cx_to_dev(x, g, err)) != GRAFT_OK) return rc;
     if (sk && (rc = cx_to_dev(x, sk, err)) != GRAFT_OK) return rc;
@@ -1018,7 +1028,8 @@ graft_status cx_pro_materialize(cx_exec *x, cx_node *cn, graft_error *err)
     cx_node *r = cn->pro;
     if (!r || r->fuse != 5 || r->mm_run != x->run_no) return GRAFT_OK;
     r->mm_run = 0;
-    return r->dop->run(x, r, err);
+    graft_status rc = cpro_materialize(x, r, err);
+    return rc != GRAFT_OK ? rc : r->dop->run(x, r, err);
 }
 
 int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)
@@ -1035,4 +1046,101 @@ int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)
     if (skip && r->n.n_out > 3 && *graft_node_output(r->n.src, 3)) pn->sum = cx_v(r->n.out[3])->d;
     pn->eps = rt_attr_float(&r->n, "epsilon", 1e-5f);
     return 1;
+}
+
+/* Chain prologues (GRAFT_CUDA_FUSE_CPRO=1; off by default until measured on
+ * the GPU): a norm-headed tail t (fuse 4, without a skip norm after it) of
+ * a single weight MatMul m, whose output c the prologue norm r (fuse 5, an
+ * RMSNormalization) of the GEMV(s) h reads, every other reader of c coming
+ * after h: t's chain is computed by h's blocks before r's norm
+ * (gcuda_gemv_rows_chain_pro; block 0 stores c) instead of by m's last
+ * block, and m runs as a plain GEMV. Gemma's per-layer-input projection:
+ * its post-norm, residual add and scale, read by the next layer's input
+ * norm and q/k/v. t becomes fuse 7 (cx_cpro_follow). */
+static void plan_chain_pro(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_FUSE_CPRO");
+    if (!e || strcmp(e, "1")) return;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *r = &x->nodes[i], *h = r->pro;
+        if (r->fuse != 5 || !h || h->mt || h->cpro || !strcmp(graft_node_domain(r->n.src), "com.microsoft"))
+            continue;
+        cx_node *t = producer(x, r->n.in[0]);
+        if (!t || t->fuse != 4 || !t->fz || !t->fz->norm || t->tail_skip || t->n.out[0] != r->n.in[0]) continue;
+        cx_node *m = producer(x, t->fz->leaf[0]);
+        if (!m || m->mt != t || m->mm) continue;
+        const size_t hi = (size_t)(h - x->nodes);
+        int ok = 1;
+        for (size_t k = 0; k < x->n_nodes && ok; k++) {
+            const cx_node *q = &x->nodes[k];
+            for (int j = 0; q != r && j < q->n.n_in && ok; j++) ok = q->n.in[j] != t->n.out[0] || k > hi;
+        }
+        if (!ok) continue;
+        m->mt = NULL;
+        x->n_tails--;
+        t->fuse = 7;
+        t->cpro = h;
+        h->cpro = t;
+        x->n_cpros++;
+    }
+}
+
+/* Whether the GEMV(s) after fuse 7 tail t compute its chain g this run: as
+ * cx_pro_norm will decide for their norm, with the chain's row as their K
+ * (at most GCUDA_CHAIN_PRO_MAX_K) and of their dtype. */
+static int cpro_ready(cx_exec *x, cx_node *t, const gops_fuse *g)
+{
+    cx_node *h = t->cpro, *r = h ? h->pro : NULL;
+    if (!r || x->no_gemv || !pro_weights_rows(h)) return 0;
+    const int64_t K = g->norm_dim;
+    if (K <= 0 || K > GCUDA_CHAIN_PRO_MAX_K || fuse_numel(g) != K || g->rank < 1 || g->dims[g->rank - 1] != K)
+        return 0;
+    cx_val *gm = cx_in(r, 1);
+    if (!gm || !gm->t.present || (int64_t)gm->t.numel != K || gm->t.dtype != g->y_dtype) return 0;
+    const int ax = (int)rt_attr_int(&r->n, "axis", -1);
+    if (ax != -1 && ax != g->rank - 1) return 0;
+    const int n = h->mm == 1 && h->mg ? h->mg->n : 1;
+    for (int j = 0; j < n; j++) {
+        cx_val *b = cx_in(n > 1 ? h->mg->m[j] : h, 1);
+        if (!b || b->t.rank != 2 || b->t.dims[0] != K || b->t.dtype != g->y_dtype) return 0;
+    }
+    return 1;
+}
+
+graft_status cx_cpro_follow(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    gops_fuse g;
+    graft_status rc = fuse_build(x, cn, &g, err); /* the output shaped either way */
+    if (rc != GRAFT_OK) return rc;
+    cn->mm_run = 0;
+    if (cpro_ready(x, cn, &g)) {
+        cn->mm_run = x->run_no;
+        return GRAFT_OK;
+    }
+    return gops_fused(&g, (gcuda_stream)x->stream, err);
+}
+
+/* Norm r will run itself: the chain that makes its input first, when that
+ * chain deferred to the GEMV after r this run. */
+static graft_status cpro_materialize(cx_exec *x, cx_node *r, graft_error *err)
+{
+    cx_node *t = producer(x, r->n.in[0]);
+    if (!t || t->fuse != 7 || t->mm_run != x->run_no) return GRAFT_OK;
+    t->mm_run = 0;
+    return cx_fuse_run(x, t, err);
+}
+
+graft_status cx_cpro_gemv(cx_exec *x, cx_node *cn, const gops_rows_norm *pn, const void *const *w,
+                          void *const *y, const int64_t *N, int n, int64_t K, int *done, graft_error *err)
+{
+    *done = 0;
+    cx_node *t = cn->cpro;
+    if (!t || t->fuse != 7 || t->mm_run != x->run_no) return GRAFT_OK;
+    gops_fuse g;
+    graft_status rc = fuse_build(x, t, &g, err);
+    if (rc != GRAFT_OK) return rc;
+    rc = gcuda_gemv_rows_chain_pro(g.y_dtype, &g, pn, w, y, N, n, K, (gcuda_stream)x->stream, err);
+    if (rc != GRAFT_OK) return rc;
+    *done = 1;
+    return GRAFT_OK;
 }
