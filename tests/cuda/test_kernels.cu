@@ -1113,6 +1113,28 @@ static void test_gemv_tail(int dt, int K, int N)
  * to the dtype as the norm kernels store it, computed by each block; against
  * the norm and the products in fp64 on that rounded x. n matrices, or a
  * pair with gelu(y0) * y1. */
+/* n random matrices [Ns[j], K] on the device, poisoned outputs, and their
+ * products with x (fp64), for the prologue tests; shape names them. */
+struct pro_mats {
+    std::vector<const void *> dw;
+    std::vector<void *> dy;
+    std::vector<std::vector<double>> yref;
+    std::string shape;
+};
+static pro_mats pro_matrices(int dt, int K, const std::vector<int64_t> &Ns, const std::vector<float> &x)
+{
+    pro_mats g;
+    g.shape = fmt("K%d N", K);
+    for (size_t j = 0; j < Ns.size(); j++) {
+        auto w = rnd(dt, (size_t)K * Ns[j], -0.1f, 0.1f);
+        g.dw.push_back(dupload(dt, w));
+        g.dy.push_back(dpoisoned(dt, Ns[j]));
+        g.shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
+        g.yref.push_back(rows_ref(w, x, K, Ns[j]));
+    }
+    return g;
+}
+
 /* gcuda_gemv_rows_chain_pro: x is the RMSNorm of c = (RMSNorm(y0) * g1 +
  * r) * s, y0 the previous GEMV's raw output, computed by every block; c
  * stored by block 0; against c and the GEMVs of x in fp64, each op rounded
@@ -1146,17 +1168,11 @@ static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns)
     gops_rows_norm pn = {};
     pn.gamma = dupload(dt, g2);
     pn.eps = 1e-5f;
-    std::vector<const void *> dw(n);
-    std::vector<void *> dy(n);
-    std::vector<std::vector<double>> yref(n);
-    std::string shape = fmt("K%d N", K);
-    for (int j = 0; j < n; j++) {
-        auto w = rnd(dt, (size_t)K * Ns[j], -0.1f, 0.1f);
-        dw[j] = dupload(dt, w);
-        dy[j] = dpoisoned(dt, Ns[j]);
-        shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
-        yref[j] = rows_ref(w, xn, K, Ns[j]);
-    }
+    pro_mats gm = pro_matrices(dt, K, Ns, xn);
+    std::vector<const void *> &dw = gm.dw;
+    std::vector<void *> &dy = gm.dy;
+    std::vector<std::vector<double>> &yref = gm.yref;
+    std::string shape = gm.shape;
     std::vector<double> cref(c.begin(), c.end());
     for (int rep = 0; rep < 2; rep++) {
         f.y = dpoisoned(dt, K);
@@ -1190,17 +1206,11 @@ static void test_gemv_pro(int dt, int K, std::vector<int64_t> Ns, bool skip, boo
         pn.bias = dupload(dt, bias);
         pn.sum = dpoisoned(dt, K);
     }
-    std::vector<const void *> dw(n);
-    std::vector<void *> dy(n);
-    std::vector<std::vector<double>> yref(n);
-    std::string shape = fmt("K%d N", K);
-    for (int j = 0; j < n; j++) {
-        auto w = rnd(dt, (size_t)K * Ns[j], -0.1f, 0.1f);
-        dw[j] = dupload(dt, w);
-        dy[j] = dpoisoned(dt, Ns[j]);
-        shape += fmt("%s%lld", j ? "+" : "", (long long)Ns[j]);
-        yref[j] = rows_ref(w, xn, K, Ns[j]);
-    }
+    pro_mats gm = pro_matrices(dt, K, Ns, xn);
+    std::vector<const void *> &dw = gm.dw;
+    std::vector<void *> &dy = gm.dy;
+    std::vector<std::vector<double>> &yref = gm.yref;
+    std::string shape = gm.shape;
     gops_fuse f;
     memset(&f, 0, sizeof f);
     std::vector<double> cref;
