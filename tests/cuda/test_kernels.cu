@@ -1919,6 +1919,56 @@ static void epi_lab(double copy_gbs)
                us[1], us[2]);
     }
     release_all();
+    /* q/k/v (one launch, K 1536): plain, with the input norm as its
+     * prologue, and with the per-layer-input projection's chain (norm, add,
+     * scale) before that norm (gcuda_gemv_rows_chain_pro); the projection
+     * itself plain, as the chain prologue leaves it */
+    {
+        const int K = 1536;
+        const int64_t Nq[3] = {2048, 256, 256};
+        void *w[3], *y[3];
+        int64_t rows = 0;
+        for (int j = 0; j < 3; j++) {
+            w[j] = dalloc((size_t)K * Nq[j] * es), y[j] = dalloc((size_t)Nq[j] * es);
+            dinit(dt, w[j], (size_t)K * Nq[j], g_seed++);
+            rows += Nq[j];
+        }
+        void *x = dalloc((size_t)K * es), *p = dalloc((size_t)K * es), *c = dalloc((size_t)K * es),
+             *g = dalloc((size_t)K * es), *r = dalloc((size_t)K * es), *sc = dalloc(es);
+        dinit(dt, x, K, g_seed++), dinit(dt, p, K, g_seed++), dinit(dt, g, K, 2u), dinit(dt, r, K, 3u),
+            dinit(dt, sc, 1, 4u);
+        double us[3];
+        for (int v = 0; v < 3; v++)
+            us[v] = graph_us([&](int i, gcuda_stream st) {
+                const void *wp[3] = {w[0], w[1], w[2]};
+                void *yp[3] = {y[0], y[1], y[2]};
+                gops_rows_norm pn = {};
+                pn.x = x, pn.gamma = g, pn.eps = 1e-6f;
+                if (v == 0) {
+                    CK(gcuda_gemv_rows_multi(dt, x, wp, yp, Nq, 3, K, st, &E));
+                } else if (v == 1) {
+                    CK(gcuda_gemv_rows_fused(dt, &pn, wp, yp, Nq, 3, K, NULL, NULL, 0, st, &E));
+                } else {
+                    gops_fuse f;
+                    memset(&f, 0, sizeof f);
+                    f.rank = 1, f.dims[0] = K, f.y = c, f.y_dtype = dt, f.n_leaf = 4, f.n_ins = 2;
+                    f.leaf[0] = p, f.leaf_dtype[0] = dt, f.st[0][0] = 1;
+                    f.leaf[1] = g, f.leaf_dtype[1] = dt, f.st[1][0] = 1;
+                    f.leaf[2] = r, f.leaf_dtype[2] = dt, f.st[2][0] = 1;
+                    f.leaf[3] = sc, f.leaf_dtype[3] = dt;
+                    f.norm_dim = K, f.gamma = g, f.eps = 1e-6f, f.norm_dtype = dt;
+                    f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 2, 1, dt, 0, 0};
+                    f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 3, 0, dt, 0, 0};
+                    CK(gcuda_gemv_rows_chain_pro(dt, &f, &pn, wp, yp, Nq, 3, K, st, &E));
+                }
+                (void)i;
+            }, 20, 7);
+        double floor_us = (double)K * rows * es / (copy_gbs * 1e9) * 1e6;
+        printf("\nq/k/v (K %d, N %lld in one launch), us a launch:\n| floor | plain | norm prologue |"
+               " + the chain before the norm |\n|---:|---:|---:|---:|\n| %.2f | %.2f | %.2f | %.2f |\n", K,
+               (long long)rows, floor_us, us[0], us[1], us[2]);
+    }
+    release_all();
 }
 
 /* ------------------------------------------------------------ main */
