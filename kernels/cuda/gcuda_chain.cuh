@@ -76,10 +76,29 @@ __device__ __forceinline__ void go_st(void *p, int dt, int64_t i, float v)
     else ((float *)p)[i] = v;
 }
 
-/* The chain's instructions on r, the value at output element i (leaves
- * read through their broadcast strides), rounded after each to its type as
- * the unfused nodes store it. I: the index type (int when the output has
- * fewer than 2^31 elements: 32-bit division). */
+/* The chain's instructions on r, the value at one output element, leaf
+ * l read at offset off(l), rounded after each to its type as the unfused
+ * nodes store it; leaf sl (-1: none) is not read, its value there is sv
+ * (one the caller has just stored). */
+template <typename Off>
+__device__ __forceinline__ float go_chain_at(const gops_fuse &f, float r, Off off, int sl = -1, float sv = 0.0f)
+{
+    for (int k = 0; k < f.n_ins; k++) {
+        const gops_fuse_ins &in = f.ins[k];
+        if (in.kind == GOPS_FUSE_BINARY) {
+            const float o = in.leaf == sl ? sv : go_ld(f.leaf[in.leaf], f.leaf_dtype[in.leaf], off(in.leaf));
+            r = in.chain_b ? go_bin_f(in.op, o, r) : go_bin_f(in.op, r, o);
+        } else if (in.kind == GOPS_FUSE_UNARY) {
+            r = go_un_f(in.op, r, in.lo, in.hi);
+        }
+        r = go_round(in.dtype, r);
+    }
+    return r;
+}
+
+/* go_chain_at at output element i, the leaves read through their
+ * broadcast strides (i's coordinates computed once). I: the index type
+ * (int when the output has fewer than 2^31 elements: 32-bit division). */
 template <typename I> __device__ __forceinline__ float go_chain(const gops_fuse &f, float r, I i)
 {
     I c[GOPS_MAX_RANK];
@@ -88,19 +107,11 @@ template <typename I> __device__ __forceinline__ float go_chain(const gops_fuse 
         c[d] = i % n;
         i /= n;
     }
-    for (int k = 0; k < f.n_ins; k++) {
-        const gops_fuse_ins &in = f.ins[k];
-        if (in.kind == GOPS_FUSE_BINARY) {
-            I off = 0;
-            for (int d = 0; d < f.rank; d++) off += c[d] * (I)f.st[in.leaf][d];
-            float o = go_ld(f.leaf[in.leaf], f.leaf_dtype[in.leaf], off);
-            r = in.chain_b ? go_bin_f(in.op, o, r) : go_bin_f(in.op, r, o);
-        } else if (in.kind == GOPS_FUSE_UNARY) {
-            r = go_un_f(in.op, r, in.lo, in.hi);
-        }
-        r = go_round(in.dtype, r);
-    }
-    return r;
+    return go_chain_at(f, r, [&](int l) {
+        I off = 0;
+        for (int d = 0; d < f.rank; d++) off += c[d] * (I)f.st[l][d];
+        return off;
+    });
 }
 
 /* Leaf l's offset at output element i (its broadcast strides). */
@@ -115,30 +126,20 @@ template <typename I> __device__ __forceinline__ I go_leaf_off(const gops_fuse &
     return off;
 }
 
-/* go_chain for a GEMV's epilogue (one output element a thread): each
+/* go_chain_at for a GEMV's epilogue (one output element a thread): each
  * leaf's layout given (modes: 2 bits a leaf, go_leaf_mode's codes, the
  * host's), so a leaf laid out as the output or one value costs no index
- * arithmetic; leaf sl (-1: none) is not read, its value at i is sv (one the
- * caller has just stored there). The same arithmetic as go_chain. */
+ * arithmetic. */
 template <typename I>
 __device__ __forceinline__ float go_chain_modes(const gops_fuse &f, float r, I i, unsigned modes, int sl, float sv)
 {
-    for (int k = 0; k < f.n_ins; k++) {
-        const gops_fuse_ins &in = f.ins[k];
-        if (in.kind == GOPS_FUSE_BINARY) {
-            float o = sv;
-            if (in.leaf != sl) {
-                const unsigned m = modes >> (2 * in.leaf) & 3u;
-                const I off = m == 1 ? i : m == 2 ? (I)0 : go_leaf_off<I>(f, in.leaf, i);
-                o = go_ld(f.leaf[in.leaf], f.leaf_dtype[in.leaf], off);
-            }
-            r = in.chain_b ? go_bin_f(in.op, o, r) : go_bin_f(in.op, r, o);
-        } else if (in.kind == GOPS_FUSE_UNARY) {
-            r = go_un_f(in.op, r, in.lo, in.hi);
-        }
-        r = go_round(in.dtype, r);
-    }
-    return r;
+    return go_chain_at(
+        f, r,
+        [&](int l) {
+            const unsigned m = modes >> (2 * l) & 3u;
+            return m == 1 ? i : m == 2 ? (I)0 : go_leaf_off<I>(f, l, i);
+        },
+        sl, sv);
 }
 
 /* Rows of up to GO_ROW_EPT * blockDim.x elements are held in registers:
@@ -149,8 +150,8 @@ __device__ __forceinline__ float go_chain_modes(const gops_fuse &f, float r, I i
 
 /* Leaf l's layout against the output: 1 the output's own (offset = the
  * element's index), 2 one value (offset 0), 0 anything else (go_leaf_off).
- * Uniform across the block. */
-__device__ __forceinline__ int go_leaf_mode(const gops_fuse &f, int l)
+ * Uniform across the block; the host's too (gemv_rows.cu's modes). */
+__host__ __device__ __forceinline__ int go_leaf_mode(const gops_fuse &f, int l)
 {
     bool cont = true, zero = true;
     int64_t expect = 1;

@@ -161,6 +161,21 @@ template <typename T> __device__ __forceinline__ void rows_chain_pro(const gops_
     __syncthreads();
 }
 
+/* The x the GEMV reads: as given, or (PRO 3) the block's own in shared
+ * memory, computed here (rows_chain_pro). After the wait for the kernel
+ * before. */
+template <typename T, int PRO>
+__device__ __forceinline__ const T *rows_pro_x(const T *x, const rows_set &set, int K, const gops_fuse &tail)
+{
+    if constexpr (PRO == 3) {
+        extern __shared__ uint4 rows_xs[];
+        rows_chain_pro<T>(tail, set, K, reinterpret_cast<T *>(rows_xs));
+        return reinterpret_cast<const T *>(rows_xs);
+    } else {
+        return x;
+    }
+}
+
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
 __global__ void __launch_bounds__(ROWS_THREADS, (EPI == 1 || EPI == 3) && PRO == 0 ? 5 : 1)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
@@ -197,11 +212,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, (EPI == 1 || EPI == 3) && PRO ==
         }
         gc_pdl_wait(); /* x is the kernel before's output */
         gc_pdl_trigger();
-        if constexpr (PRO == 3) {
-            extern __shared__ uint4 rows_xs[];
-            rows_chain_pro<T>(tail, set, K, reinterpret_cast<T *>(rows_xs));
-            x = reinterpret_cast<const T *>(rows_xs);
-        }
+        x = rows_pro_x<T, PRO>(x, set, K, tail);
         const float inv = rows_norm<T, PRO>(x, set, K);
         for (int c0 = 0;;) {
 #pragma unroll
@@ -229,11 +240,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, (EPI == 1 || EPI == 3) && PRO ==
     } else {
         gc_pdl_wait();
         gc_pdl_trigger();
-        if constexpr (PRO == 3) {
-            extern __shared__ uint4 rows_xs[];
-            rows_chain_pro<T>(tail, set, K, reinterpret_cast<T *>(rows_xs));
-            x = reinterpret_cast<const T *>(rows_xs);
-        }
+        x = rows_pro_x<T, PRO>(x, set, K, tail);
         const float inv = rows_norm<T, PRO>(x, set, K);
         if (live)
             for (int k = lane; k < K; k += TPR) {
@@ -395,17 +402,10 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
          * lays it out, of its dtype (its value is the one the thread stored) */
         set.y1_leaf = -1;
         for (int l = 0; l < tail->n_leaf; l++) {
-            bool cont = true, zero = true;
-            int64_t expect = 1;
-            for (int d = tail->rank - 1; d >= 0; d--) {
-                if (tail->dims[d] != 1) {
-                    cont = cont && tail->st[l][d] == expect;
-                    zero = zero && tail->st[l][d] == 0;
-                }
-                expect *= tail->dims[d];
-            }
-            set.modes |= (unsigned)(cont ? 1 : zero ? 2 : 0) << (2 * l);
-            if (pair && set.y1_leaf < 0 && cont && tail->leaf[l] == y[1] && tail->leaf_dtype[l] == dtype) set.y1_leaf = l;
+            const int mode = go_leaf_mode(*tail, l);
+            set.modes |= (unsigned)mode << (2 * l);
+            if (pair && set.y1_leaf < 0 && mode == 1 && tail->leaf[l] == y[1] && tail->leaf_dtype[l] == dtype)
+                set.y1_leaf = l;
         }
     } else {
         memset(&none, 0, sizeof none);
