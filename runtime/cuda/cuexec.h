@@ -320,10 +320,10 @@ graft_status cx_pro_materialize(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err);
 /* A fuse 7 chain: its output shaped when the GEMV after it computes it this run, else the chain. */
 graft_status cx_cpro_follow(cx_exec *x, cx_node *cn, graft_error *err);
-/* MatMul cn whose pro norm deferred to it (cx_pro_args filled pn): the GEMV(s) of w/y/N with the chain
- * before that norm computed first when it deferred too (1 in *done), else nothing. */
-graft_status cx_cpro_gemv(cx_exec *x, cx_node *cn, const gops_rows_norm *pn, const void *const *w,
-                          void *const *y, const int64_t *N, int n, int64_t K, int *done, graft_error *err);
+/* MatMul cn whose pro norm deferred to it (cx_pro_args filled pn): its GEMV(s) of w/y/N computing that norm
+ * first, and before it the chain that makes the norm's input when that deferred too (cpro). */
+graft_status cx_pro_gemv(cx_exec *x, cx_node *cn, int dtype, const gops_rows_norm *pn, const void *const *w,
+                         void *const *y, const int64_t *N, int n, int64_t K, graft_error *err);
 /* A fuse 6 skip norm: nothing when the GEMV before it computed it this run, else itself. */
 graft_status cx_skip_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);

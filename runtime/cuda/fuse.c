@@ -40,6 +40,7 @@ typedef struct cx_fuse {
     gops_fuse_ins ins[GOPS_FUSE_MAX];
     rt_tensor *leaf[GOPS_FUSE_LEAVES];
     int n_leaf;
+    gops_fuse *built; /* fuse 7: the launch description cx_cpro_follow built this run, for the GEMV after it */
 } cx_fuse;
 
 /* The chain value's slot in member cn (reading the previous member's
@@ -373,11 +374,7 @@ graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err)
         if ((rc = pair_tail(x, cn, a, w, y, N, K, &done, err)) != GRAFT_OK || done) return rc;
     }
     gops_rows_norm pn;
-    if (nrows && cn->pro && cx_pro_args(x, cn, &pn)) {
-        int done = 0;
-        if ((rc = cx_cpro_gemv(x, cn, &pn, w, y, N, g->n, K, &done, err)) != GRAFT_OK || done) return rc;
-        return gcuda_gemv_rows_fused(a->t.dtype, &pn, w, y, N, g->n, K, NULL, NULL, 0, (gcuda_stream)x->stream, err);
-    }
+    if (nrows && cn->pro && cx_pro_args(x, cn, &pn)) return cx_pro_gemv(x, cn, a->t.dtype, &pn, w, y, N, g->n, K, err);
     if (nrows) return gcuda_gemv_rows_multi(a->t.dtype, a->d, w, y, N, g->n, K, (gcuda_stream)x->stream, err);
     size_t wsb = 0;
     if ((rc = gcuda_gemv_multi_plan(a->t.dtype, K, N, g->n, &wsb, err)) != GRAFT_OK) return rc;
@@ -893,6 +890,7 @@ static void plan_tail_skip(cx_exec *x)
 
 void cx_fuse_free(cx_node *cn)
 {
+    if (cn->fz) free(cn->fz->built);
     free(cn->fz);
     cn->fz = NULL;
     free(cn->mg);
@@ -1075,7 +1073,7 @@ static void plan_chain_pro(cx_exec *x)
             const cx_node *q = &x->nodes[k];
             for (int j = 0; q != r && j < q->n.n_in && ok; j++) ok = q->n.in[j] != t->n.out[0] || k > hi;
         }
-        if (!ok) continue;
+        if (!ok || !(t->fz->built = calloc(1, sizeof *t->fz->built))) continue;
         m->mt = NULL;
         x->n_tails--;
         t->fuse = 7;
@@ -1109,15 +1107,15 @@ static int cpro_ready(cx_exec *x, cx_node *t, const gops_fuse *g)
 
 graft_status cx_cpro_follow(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    gops_fuse g;
-    graft_status rc = fuse_build(x, cn, &g, err); /* the output shaped either way */
+    gops_fuse *g = cn->fz->built;
+    graft_status rc = fuse_build(x, cn, g, err); /* the output shaped either way */
     if (rc != GRAFT_OK) return rc;
     cn->mm_run = 0;
-    if (cpro_ready(x, cn, &g)) {
+    if (cpro_ready(x, cn, g)) {
         cn->mm_run = x->run_no;
         return GRAFT_OK;
     }
-    return gops_fused(&g, (gcuda_stream)x->stream, err);
+    return gops_fused(g, (gcuda_stream)x->stream, err);
 }
 
 /* Norm r will run itself: the chain that makes its input first, when that
@@ -1130,17 +1128,11 @@ static graft_status cpro_materialize(cx_exec *x, cx_node *r, graft_error *err)
     return cx_fuse_run(x, t, err);
 }
 
-graft_status cx_cpro_gemv(cx_exec *x, cx_node *cn, const gops_rows_norm *pn, const void *const *w,
-                          void *const *y, const int64_t *N, int n, int64_t K, int *done, graft_error *err)
+graft_status cx_pro_gemv(cx_exec *x, cx_node *cn, int dtype, const gops_rows_norm *pn, const void *const *w,
+                         void *const *y, const int64_t *N, int n, int64_t K, graft_error *err)
 {
-    *done = 0;
-    cx_node *t = cn->cpro;
-    if (!t || t->fuse != 7 || t->mm_run != x->run_no) return GRAFT_OK;
-    gops_fuse g;
-    graft_status rc = fuse_build(x, t, &g, err);
-    if (rc != GRAFT_OK) return rc;
-    rc = gcuda_gemv_rows_chain_pro(g.y_dtype, &g, pn, w, y, N, n, K, (gcuda_stream)x->stream, err);
-    if (rc != GRAFT_OK) return rc;
-    *done = 1;
-    return GRAFT_OK;
+    const cx_node *t = cn->cpro;
+    if (t && t->mm_run == x->run_no) /* the chain before the norm deferred too: as its turn built it */
+        return gcuda_gemv_rows_chain_pro(dtype, t->fz->built, pn, w, y, N, n, K, (gcuda_stream)x->stream, err);
+    return gcuda_gemv_rows_fused(dtype, pn, w, y, N, n, K, NULL, NULL, 0, (gcuda_stream)x->stream, err);
 }

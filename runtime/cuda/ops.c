@@ -305,10 +305,7 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
             if (cn->pro && cx_pro_args(x, cn, &pn)) { /* a computes here: the norm only shaped it */
                 const void *w = b->d;
                 void *yp = y->d;
-                int done = 0;
-                graft_status rc = cx_cpro_gemv(x, cn, &pn, &w, &yp, &N, 1, K, &done, err);
-                if (rc != GRAFT_OK || done) return rc;
-                return gcuda_gemv_rows_fused(a->t.dtype, &pn, &w, &yp, &N, 1, K, NULL, NULL, 0, STRM(x), err);
+                return cx_pro_gemv(x, cn, a->t.dtype, &pn, &w, &yp, &N, 1, K, err);
             }
             if (cn->mt) { /* with the chain that reads y */
                 int done = 0;
