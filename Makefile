@@ -102,7 +102,7 @@ $(BUILD)/obj/%.o: %.c $(PB_H)
 
 $(BUILD)/obj/%.cu.o: %.cu $(PB_H)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
 # The archive also depends on the list of its members, so that adding or
 # removing a source file rebuilds it even when no object is newer.
