@@ -179,65 +179,102 @@ __device__ __forceinline__ void go_leaf_ept(const gops_fuse &f, int l, int mode,
     }
 }
 
-/* The chain's instructions on the thread's elements r[e] (element i = e *
- * blockDim.x + threadIdx.x of the row, e < EPT, i < dim), instruction by
- * instruction, each one's switches (op, dtype, layout) outside the element
- * loop: as go_chain per element. */
+/* Leaf l at the thread's elements, of any dtype and layout. */
 template <typename I, int EPT>
-__device__ __forceinline__ void go_chain_ept(const gops_fuse &f, float *r, I row, int dim)
+__device__ __forceinline__ void go_leaf_load(const gops_fuse &f, int l, I row, int dim, float *o)
 {
-    for (int k = 0; k < f.n_ins; k++) {
-        const gops_fuse_ins in = f.ins[k];
-        if (in.kind == GOPS_FUSE_BINARY) {
-            float o[EPT];
-            const int mode = go_leaf_mode(f, in.leaf), ldt = f.leaf_dtype[in.leaf];
-            if (ldt == GRAFT_DTYPE_FLOAT16) go_leaf_ept<I, EPT, __half>(f, in.leaf, mode, row, dim, o);
-            else if (ldt == GRAFT_DTYPE_BFLOAT16) go_leaf_ept<I, EPT, __nv_bfloat16>(f, in.leaf, mode, row, dim, o);
-            else go_leaf_ept<I, EPT, float>(f, in.leaf, mode, row, dim, o);
-            switch (in.op) {
+    const int mode = go_leaf_mode(f, l), ldt = f.leaf_dtype[l];
+    if (ldt == GRAFT_DTYPE_FLOAT16) go_leaf_ept<I, EPT, __half>(f, l, mode, row, dim, o);
+    else if (ldt == GRAFT_DTYPE_BFLOAT16) go_leaf_ept<I, EPT, __nv_bfloat16>(f, l, mode, row, dim, o);
+    else go_leaf_ept<I, EPT, float>(f, l, mode, row, dim, o);
+}
+
+/* Instruction `in` on the thread's elements r[e], its leaf's values o[e]
+ * (binary), rounded to its type. */
+template <int EPT> __device__ __forceinline__ void go_ins_ept(const gops_fuse_ins &in, float *r, const float *o)
+{
+    if (in.kind == GOPS_FUSE_BINARY) {
+        switch (in.op) {
 #define GO_EPT_BIN(OP)                                                                                                 \
     case OP:                                                                                                           \
         _Pragma("unroll") for (int e = 0; e < EPT; e++) r[e] =                                                         \
             in.chain_b ? go_bin_f(OP, o[e], r[e]) : go_bin_f(OP, r[e], o[e]);                                          \
         break;
-                GO_EPT_BIN(GOPS_ADD)
-                GO_EPT_BIN(GOPS_SUB)
-                GO_EPT_BIN(GOPS_MUL)
-                GO_EPT_BIN(GOPS_DIV)
+            GO_EPT_BIN(GOPS_ADD)
+            GO_EPT_BIN(GOPS_SUB)
+            GO_EPT_BIN(GOPS_MUL)
+            GO_EPT_BIN(GOPS_DIV)
 #undef GO_EPT_BIN
-            default:
+        default:
 #pragma unroll
-                for (int e = 0; e < EPT; e++)
-                    r[e] = in.chain_b ? go_bin_f(in.op, o[e], r[e]) : go_bin_f(in.op, r[e], o[e]);
-            }
-        } else if (in.kind == GOPS_FUSE_UNARY) {
-#pragma unroll
-            for (int e = 0; e < EPT; e++) r[e] = go_un_f(in.op, r[e], in.lo, in.hi);
+            for (int e = 0; e < EPT; e++) r[e] = in.chain_b ? go_bin_f(in.op, o[e], r[e]) : go_bin_f(in.op, r[e], o[e]);
         }
-        if (in.dtype == GRAFT_DTYPE_FLOAT16) {
+    } else if (in.kind == GOPS_FUSE_UNARY) {
 #pragma unroll
-            for (int e = 0; e < EPT; e++) r[e] = __half2float(__float2half_rn(r[e]));
-        } else if (in.dtype == GRAFT_DTYPE_BFLOAT16) {
+        for (int e = 0; e < EPT; e++) r[e] = go_un_f(in.op, r[e], in.lo, in.hi);
+    }
+    if (in.dtype == GRAFT_DTYPE_FLOAT16) {
 #pragma unroll
-            for (int e = 0; e < EPT; e++) r[e] = __bfloat162float(__float2bfloat16_rn(r[e]));
-        }
+        for (int e = 0; e < EPT; e++) r[e] = __half2float(__float2half_rn(r[e]));
+    } else if (in.dtype == GRAFT_DTYPE_BFLOAT16) {
+#pragma unroll
+        for (int e = 0; e < EPT; e++) r[e] = __bfloat162float(__float2bfloat16_rn(r[e]));
+    }
+}
+
+/* The leaves of a chain's first GO_PRE instructions, loaded before the
+ * norm's block sum so that their latency overlaps it (a norm-headed row
+ * has nothing else to hide it: each instruction's load would otherwise
+ * wait for the one before). */
+#define GO_PRE 2
+template <typename I, int EPT>
+__device__ __forceinline__ void go_chain_preload(const gops_fuse &f, I row, int dim, float (*pre)[EPT])
+{
+#pragma unroll
+    for (int k = 0; k < GO_PRE; k++)
+        if (k < f.n_ins && f.ins[k].kind == GOPS_FUSE_BINARY) go_leaf_load<I, EPT>(f, f.ins[k].leaf, row, dim, pre[k]);
+}
+
+/* The chain's instructions on the thread's elements r[e] (element i = e *
+ * blockDim.x + threadIdx.x of the row, e < EPT, i < dim), instruction by
+ * instruction, each one's switches (op, dtype, layout) outside the element
+ * loop: as go_chain per element. pre: the first GO_PRE instructions'
+ * leaves (go_chain_preload), or NULL. */
+template <typename I, int EPT>
+__device__ __forceinline__ void go_chain_ept(const gops_fuse &f, float *r, I row, int dim,
+                                             float (*pre)[EPT] = nullptr)
+{
+    int k = 0;
+    if (pre)
+#pragma unroll
+        for (; k < GO_PRE && k < f.n_ins; k++) go_ins_ept<EPT>(f.ins[k], r, pre[k]);
+    for (; k < f.n_ins; k++) {
+        const gops_fuse_ins in = f.ins[k];
+        float o[EPT];
+        if (in.kind == GOPS_FUSE_BINARY) go_leaf_load<I, EPT>(f, in.leaf, row, dim, o);
+        go_ins_ept<EPT>(in, r, o);
     }
 }
 
 /* A norm-headed row's chain in registers (dim <= EPT * blockDim.x): v[e]
  * is the chain's value at element e * blockDim.x + threadIdx.x (0 past
- * dim), rounded after each instruction as go_norm_chain_row; not stored. */
-template <typename I, bool CG, int EPT>
+ * dim), rounded after each instruction as go_norm_chain_row; not stored.
+ * PRE: the first instructions' leaves loaded before the norm's block sum
+ * (go_chain_preload; the chain prologue of gemv_rows.cu: a GEMV's last
+ * block measured slower with it, its registers counting for the whole
+ * kernel). */
+template <typename I, bool CG, int EPT, bool PRE = false>
 __device__ __forceinline__ void go_norm_chain_regs(const gops_fuse &f, I row, float *v, float *scratch)
 {
     const int dim = (int)f.norm_dim, dt0 = f.leaf_dtype[0];
-    float g[EPT], ss = 0.0f;
+    float g[EPT], pre[GO_PRE][EPT], ss = 0.0f;
 #pragma unroll
     for (int e = 0; e < EPT; e++) {
         int i = e * (int)blockDim.x + (int)threadIdx.x;
         v[e] = i < dim ? go_ld<CG>(f.leaf[0], dt0, row + i) : 0.0f;
         g[e] = i < dim && f.gamma ? go_ld(f.gamma, dt0, i) : 1.0f;
     }
+    if constexpr (PRE) go_chain_preload<I, EPT>(f, row, dim, pre);
 #pragma unroll
     for (int e = 0; e < EPT; e++) ss += v[e] * v[e];
     ss = gc_block_sum(ss, scratch);
@@ -245,7 +282,7 @@ __device__ __forceinline__ void go_norm_chain_regs(const gops_fuse &f, I row, fl
     float inv = dt0 == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q), sq = sqrtf(q);
 #pragma unroll
     for (int e = 0; e < EPT; e++) v[e] = go_round(f.norm_dtype, f.norm_div ? v[e] / sq : v[e] * inv * g[e]);
-    go_chain_ept<I, EPT>(f, v, row, dim);
+    go_chain_ept<I, EPT>(f, v, row, dim, PRE ? pre : nullptr);
 }
 
 /* go_norm_chain_row for a row held in registers (dim <= EPT * blockDim.x),

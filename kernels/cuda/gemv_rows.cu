@@ -22,6 +22,7 @@
  * of an RMSNorm or skip RMSNorm that every block computes first (PRO 1, 2:
  * gcuda_gemv_rows_fused). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/gcuda_chain.cuh"
 
@@ -38,16 +39,34 @@ typedef struct rows_set {
     gops_rows_norm pro; /* PRO: x is the RMSNorm of pro.x (+ pro.skip + pro.bias), computed here */
     unsigned modes; /* EPI 1, 3: each leaf's layout against the output (go_chain_modes) */
     int y1_leaf;    /* EPI 3: the chain's leaf that is y[1] as the output lays it out, or -1 */
+    int l2ef;       /* the weights evict first from L2 (rows_policy; GRAFT_CUDA_L2EF=0: not) */
 } rows_set;
 
-/* A 16-byte load that skips L1 (each weight byte is read once). */
-__device__ __forceinline__ uint4 rows_ld(const uint4 *p)
+/* A 16-byte load that skips L1 (each weight byte is read once); ef: with
+ * the L2 policy pol (rows_policy: evict first), else as loads default. */
+__device__ __forceinline__ uint4 rows_ld(const uint4 *p, bool ef, uint64_t pol)
 {
     uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
+    if (ef)
+        asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "l"(p), "l"(pol));
+    else
+        asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "l"(p));
     return v;
+}
+
+/* The weights' L2 policy with set.l2ef: evict first, so that the
+ * activations, norms' gammas and chain leaves that the step reads again
+ * may stay in L2 while gigabytes of weights stream through it (measured
+ * neutral on E2B's step, kept as the measured configuration). */
+__device__ __forceinline__ uint64_t rows_policy()
+{
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
 }
 
 /* Element k of the norm's input t = x (+ skip) (+ bias), fp32 (PRO 2: a
@@ -142,8 +161,13 @@ template <typename T> __device__ __forceinline__ void rows_chain_pro(const gops_
                                                                     T *xs)
 {
     __shared__ float scratch[32];
-    float v[GO_ROW_EPT], ss = 0.0f;
-    go_norm_chain_regs<int, false, GO_ROW_EPT>(f, 0, v, scratch);
+    float v[GO_ROW_EPT], g[GO_ROW_EPT], ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < GO_ROW_EPT; e++) { /* the norm's gamma, loaded with the chain's operands */
+        const int i = e * ROWS_THREADS + (int)threadIdx.x;
+        g[e] = i < K ? gc_f(((const T *)set.pro.gamma)[i]) : 0.0f;
+    }
+    go_norm_chain_regs<int, false, GO_ROW_EPT, true>(f, 0, v, scratch);
 #pragma unroll
     for (int e = 0; e < GO_ROW_EPT; e++) {
         const int i = e * ROWS_THREADS + (int)threadIdx.x;
@@ -156,7 +180,7 @@ template <typename T> __device__ __forceinline__ void rows_chain_pro(const gops_
 #pragma unroll
     for (int e = 0; e < GO_ROW_EPT; e++) {
         const int i = e * ROWS_THREADS + (int)threadIdx.x;
-        if (i < K) xs[i] = gc_to<T>(v[e] * inv * gc_f(((const T *)set.pro.gamma)[i]));
+        if (i < K) xs[i] = gc_to<T>(v[e] * inv * g[e]);
     }
     __syncthreads();
 }
@@ -176,121 +200,180 @@ __device__ __forceinline__ const T *rows_pro_x(const T *x, const rows_set &set, 
     }
 }
 
-template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
-__global__ void __launch_bounds__(ROWS_THREADS, (EPI == 1 || EPI == 3) && PRO == 0 ? 5 : 1)
-    gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
+/* A thread's row in group b (RPB rows a group): its matrix's row of
+ * weights (and, EPI 3, the second matrix's), the output and the matrix's
+ * first row in the launch, by constant indexes (the parameters stay in
+ * constant memory: no local copy). */
+struct rows_at {
+    const void *w, *w2;
+    void *y;
+    int r, r0;
+    bool live;
+};
+template <typename T, int TPR, int EPI>
+__device__ __forceinline__ rows_at rows_locate(const rows_set &set, int b, int K)
 {
-    constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
-    const int r = (int)blockIdx.x * RPB + (int)threadIdx.x / TPR, lane = (int)threadIdx.x % TPR;
-    const bool live = r < set.rows;
-    /* this row's matrix, by constant indexes (the parameters stay in
-     * constant memory: no local copy) */
+    constexpr int RPB = ROWS_THREADS / TPR;
+    rows_at a;
+    a.r = b * RPB + (int)threadIdx.x / TPR;
+    a.live = a.r < set.rows;
     const void *wb = set.W[0];
-    void *yb = set.y[0];
-    int r0 = 0;
+    a.y = set.y[0];
+    a.r0 = 0;
     if constexpr (EPI != 3)
 #pragma unroll
         for (int q = 1; q < GCUDA_GEMV_MAX; q++)
-            if (q < set.n && r >= set.row0[q]) {
+            if (q < set.n && a.r >= set.row0[q]) {
                 wb = set.W[q];
-                yb = set.y[q];
-                r0 = set.row0[q];
+                a.y = set.y[q];
+                a.r0 = set.row0[q];
             }
-    const T *__restrict__ w = (const T *)wb + (size_t)(live ? r - r0 : 0) * K;
+    a.w = (const T *)wb + (size_t)(a.live ? a.r - a.r0 : 0) * K;
     /* EPI 3 (a pair): row r of the second matrix too, its chunks after the first's */
-    const T *__restrict__ w2 = EPI == 3 ? (const T *)set.W[1] + (size_t)(live ? r : 0) * K : w;
-    float acc = 0.0f, acc2 = 0.0f;
-    if constexpr (VEC) {
-        const int C = K / V, CT = EPI == 3 ? 2 * C : C; /* 16-byte chunks in a row (rows) */
-        const uint4 *wp = reinterpret_cast<const uint4 *>(w);
-        const uint4 *wp2 = reinterpret_cast<const uint4 *>(w2) - C;
-        uint4 wv[U];
+    a.w2 = EPI == 3 ? (const T *)set.W[1] + (size_t)(a.live ? a.r : 0) * K : a.w;
+    return a;
+}
+
+/* The first U 16-byte chunks a thread reads of its row (EPI 3: the pair's
+ * two rows as one of CT chunks). */
+template <typename T, int TPR, int U, int EPI>
+__device__ __forceinline__ void rows_first(const rows_at &a, int K, int lane, bool ef, uint64_t pol, uint4 *wv)
+{
+    constexpr int V = 16 / (int)sizeof(T);
+    const int C = K / V, CT = EPI == 3 ? 2 * C : C;
+    const uint4 *wp = reinterpret_cast<const uint4 *>(a.w), *wp2 = reinterpret_cast<const uint4 *>(a.w2) - C;
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            int c = lane + u * TPR;
-            if (live && c < CT) wv[u] = rows_ld(EPI == 3 && c >= C ? wp2 + c : wp + c);
-        }
-        gc_pdl_wait(); /* x is the kernel before's output */
-        gc_pdl_trigger();
-        x = rows_pro_x<T, PRO>(x, set, K, tail);
-        const float inv = rows_norm<T, PRO>(x, set, K);
-        for (int c0 = 0;;) {
+    for (int u = 0; u < U; u++) {
+        int c = lane + u * TPR;
+        if (a.live && c < CT) wv[u] = rows_ld(EPI == 3 && c >= C ? wp2 + c : wp + c, ef, pol);
+    }
+}
+
+/* Each block takes every gridDim.x-th group of RPB rows (one group when
+ * launched with a block a group; fewer blocks: rows_launch), computing its
+ * prologue once; a vector kernel issues the next group's first loads
+ * before the current group's sums and epilogue, so that its weights
+ * stream without a gap. */
+template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
+__global__ void __launch_bounds__(ROWS_THREADS, EPI != 2 && PRO == 0 ? 5 : 1)
+    gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
+{
+    constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
+    const int groups = (set.rows + RPB - 1) / RPB, lane = (int)threadIdx.x % TPR;
+    const uint64_t pol = rows_policy();
+    const bool ef = set.l2ef;
+    float inv = 1.0f;
+    rows_at at = rows_locate<T, TPR, EPI>(set, (int)blockIdx.x, K), nx = at;
+    uint4 wv[VEC ? U : 1];
+    if constexpr (VEC) rows_first<T, TPR, U, EPI>(at, K, lane, ef, pol, wv);
+    for (int b = (int)blockIdx.x;;) {
+        const bool first = b == (int)blockIdx.x;
+        const int nb = b + (int)gridDim.x; /* the block's next group */
+        const int r = at.r, r0 = at.r0;
+        const bool live = at.live;
+        void *yb = at.y;
+        const T *__restrict__ w = (const T *)at.w;
+        const T *__restrict__ w2 = (const T *)at.w2;
+        float acc = 0.0f, acc2 = 0.0f;
+        if constexpr (VEC) {
+            const int C = K / V, CT = EPI == 3 ? 2 * C : C; /* 16-byte chunks in a row (rows) */
+            const uint4 *wp = reinterpret_cast<const uint4 *>(w);
+            const uint4 *wp2 = reinterpret_cast<const uint4 *>(w2) - C;
+            if (first) {
+                gc_pdl_wait(); /* x is the kernel before's output */
+                gc_pdl_trigger();
+                x = rows_pro_x<T, PRO>(x, set, K, tail);
+                inv = rows_norm<T, PRO>(x, set, K);
+            }
+            for (int c0 = 0;;) {
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                int c = c0 + lane + u * TPR;
-                if (live && c < CT) {
-                    const bool second = EPI == 3 && c >= C;
-                    float wf[V], xf[V], a = second ? acc2 : acc;
-                    gc_unpack<T>(wv[u], wf);
-                    rows_x<T, PRO>(x, set, inv, second ? c - C : c, xf);
+                for (int u = 0; u < U; u++) {
+                    int c = c0 + lane + u * TPR;
+                    if (live && c < CT) {
+                        const bool second = EPI == 3 && c >= C;
+                        float wf[V], xf[V], a = second ? acc2 : acc;
+                        gc_unpack<T>(wv[u], wf);
+                        rows_x<T, PRO>(x, set, inv, second ? c - C : c, xf);
 #pragma unroll
-                    for (int i = 0; i < V; i++) a = fmaf(wf[i], xf[i], a);
-                    if (second) acc2 = a;
-                    else acc = a;
+                        for (int i = 0; i < V; i++) a = fmaf(wf[i], xf[i], a);
+                        if (second) acc2 = a;
+                        else acc = a;
+                    }
+                }
+                c0 += U * TPR;
+                if (c0 >= CT) break;
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    int c = c0 + lane + u * TPR;
+                    if (live && c < CT) wv[u] = rows_ld(EPI == 3 && c >= C ? wp2 + c : wp + c, ef, pol);
                 }
             }
-            c0 += U * TPR;
-            if (c0 >= CT) break;
+            if (nb < groups) { /* the next group's weights in flight during this one's sums */
+                nx = rows_locate<T, TPR, EPI>(set, nb, K);
+                rows_first<T, TPR, U, EPI>(nx, K, lane, ef, pol, wv);
+            }
+        } else {
+            if (first) {
+                gc_pdl_wait();
+                gc_pdl_trigger();
+                x = rows_pro_x<T, PRO>(x, set, K, tail);
+                inv = rows_norm<T, PRO>(x, set, K);
+            }
+            if (live)
+                for (int k = lane; k < K; k += TPR) {
+                    float xk = rows_x1<T, PRO>(x, set, inv, k);
+                    acc = fmaf(gc_f(w[k]), xk, acc);
+                    if constexpr (EPI == 3) acc2 = fmaf(gc_f(w2[k]), xk, acc2);
+                }
+            if (nb < groups) nx = rows_locate<T, TPR, EPI>(set, nb, K);
+        }
+        /* the row's TPR partial sums, in a fixed order */
+        if constexpr (TPR <= 32) {
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                int c = c0 + lane + u * TPR;
-                if (live && c < CT) wv[u] = rows_ld(EPI == 3 && c >= C ? wp2 + c : wp + c);
+            for (int o = TPR / 2; o > 0; o >>= 1) {
+                acc += __shfl_xor_sync(0xffffffffu, acc, o);
+                if constexpr (EPI == 3) acc2 += __shfl_xor_sync(0xffffffffu, acc2, o);
+            }
+        } else {
+            __shared__ float red[2][ROWS_THREADS / 32];
+            acc = gc_warp_sum(acc);
+            if constexpr (EPI == 3) acc2 = gc_warp_sum(acc2);
+            if ((threadIdx.x & 31) == 0) red[0][threadIdx.x >> 5] = acc, red[1][threadIdx.x >> 5] = acc2;
+            __syncthreads();
+            if (lane == 0) {
+                acc = acc2 = 0.0f;
+#pragma unroll
+                for (int i = 0; i < TPR / 32; i++) acc += red[0][(threadIdx.x >> 5) + i], acc2 += red[1][(threadIdx.x >> 5) + i];
             }
         }
-    } else {
-        gc_pdl_wait();
-        gc_pdl_trigger();
-        x = rows_pro_x<T, PRO>(x, set, K, tail);
-        const float inv = rows_norm<T, PRO>(x, set, K);
-        if (live)
-            for (int k = lane; k < K; k += TPR) {
-                float xk = rows_x1<T, PRO>(x, set, inv, k);
-                acc = fmaf(gc_f(w[k]), xk, acc);
-                if constexpr (EPI == 3) acc2 = fmaf(gc_f(w2[k]), xk, acc2);
+        if constexpr (EPI == 1 || EPI == 3) {
+            /* the block's rows to the first warp, a lane a row: one warp runs
+             * the chain for them all (one lane a warp would issue each chain
+             * instruction once per row: the LM head's 262144 rows) */
+            __shared__ float ys[2][RPB];
+            if (lane == 0) ys[0][threadIdx.x / TPR] = acc, ys[1][threadIdx.x / TPR] = acc2;
+            __syncthreads();
+            const int rr = b * RPB + (int)threadIdx.x;
+            if (threadIdx.x < RPB && rr < set.rows) { /* one matrix (EPI 1) or a pair: y[0] (and y[1]) at row rr */
+                const T yv = gc_to<T>(ys[0][threadIdx.x]);
+                ((T *)set.y[0])[rr] = yv;
+                float y1 = 0.0f;
+                if constexpr (EPI == 3) {
+                    const T y1t = gc_to<T>(ys[1][threadIdx.x]);
+                    ((T *)set.y[1])[rr] = y1t; /* before the chain may read it (a layout other than the output's) */
+                    y1 = gc_f(y1t);
+                }
+                go_st(tail.y, tail.y_dtype, rr,
+                      go_chain_modes<int>(tail, gc_f(yv), rr, set.modes, EPI == 3 ? set.y1_leaf : -1, y1));
             }
-    }
-    /* the row's TPR partial sums, in a fixed order */
-    if constexpr (TPR <= 32) {
-#pragma unroll
-        for (int o = TPR / 2; o > 0; o >>= 1) {
-            acc += __shfl_xor_sync(0xffffffffu, acc, o);
-            if constexpr (EPI == 3) acc2 += __shfl_xor_sync(0xffffffffu, acc2, o);
+        } else {
+            if (lane == 0 && live) ((T *)yb)[r - r0] = gc_to<T>(acc);
         }
-    } else {
-        __shared__ float red[2][ROWS_THREADS / 32];
-        acc = gc_warp_sum(acc);
-        if constexpr (EPI == 3) acc2 = gc_warp_sum(acc2);
-        if ((threadIdx.x & 31) == 0) red[0][threadIdx.x >> 5] = acc, red[1][threadIdx.x >> 5] = acc2;
-        __syncthreads();
-        if (lane == 0) {
-            acc = acc2 = 0.0f;
-#pragma unroll
-            for (int i = 0; i < TPR / 32; i++) acc += red[0][(threadIdx.x >> 5) + i], acc2 += red[1][(threadIdx.x >> 5) + i];
-        }
+        if (nb >= groups) break;
+        b = nb;
+        at = nx;
+        __syncthreads(); /* the shared sums (red, ys) are the next group's */
     }
-    if constexpr (EPI == 1 || EPI == 3) {
-        /* the block's rows to the first warp, a lane a row: one warp runs
-         * the chain for them all (one lane a warp would issue each chain
-         * instruction once per row: the LM head's 262144 rows) */
-        __shared__ float ys[2][RPB];
-        if (lane == 0) ys[0][threadIdx.x / TPR] = acc, ys[1][threadIdx.x / TPR] = acc2;
-        __syncthreads();
-        const int rr = (int)blockIdx.x * RPB + (int)threadIdx.x;
-        if (threadIdx.x < RPB && rr < set.rows) { /* one matrix (EPI 1) or a pair: y[0] (and y[1]) at row rr */
-            const T yv = gc_to<T>(ys[0][threadIdx.x]);
-            ((T *)set.y[0])[rr] = yv;
-            float y1 = 0.0f;
-            if constexpr (EPI == 3) {
-                const T y1t = gc_to<T>(ys[1][threadIdx.x]);
-                ((T *)set.y[1])[rr] = y1t; /* before the chain may read it (a layout other than the output's) */
-                y1 = gc_f(y1t);
-            }
-            go_st(tail.y, tail.y_dtype, rr,
-                  go_chain_modes<int>(tail, gc_f(yv), rr, set.modes, EPI == 3 ? set.y1_leaf : -1, y1));
-        }
-        return;
-    }
-    if (lane == 0 && live) ((T *)yb)[r - r0] = gc_to<T>(acc);
     if constexpr (EPI == 2) {
         __shared__ float scratch[32];
         if (!gc_last_block(counter, gridDim.x)) return;
@@ -309,15 +392,45 @@ static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
     return tpr;
 }
 
+/* Launches one instantiation, on a block a group of rows or on at most
+ * the blocks that fit on the device at once (the kernel then loops over the
+ * groups; its occupancy is asked once): PRO 3 (each block computes the
+ * prologue once) unless GRAFT_CUDA_ROWS_GRID=0; every kernel with
+ * GRAFT_CUDA_ROWS_GRID=1 (the streaming ones measured slower: the LM head
+ * 183 -> 221 us); =2 those with a prologue or a last-block chain (fewer
+ * blocks counting in: the down projection's norm 12.1 -> 10.1 us in the
+ * kernel lab; not yet measured in a step). */
+template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
+static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T *x, const rows_set &set, int K,
+                               const gops_fuse &tail, unsigned *counter)
+{
+    cudaLaunchConfig_t cfg = *cfg0;
+    static int mode = -1, occ = 0;
+    if (mode < 0) {
+        const char *e = getenv("GRAFT_CUDA_ROWS_GRID");
+        mode = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "1") ? 2 : e && !strcmp(e, "2") ? 3 : 1;
+    }
+    if (mode == 2 || (mode == 1 && PRO == 3) || (mode == 3 && (PRO != 0 || EPI == 2))) {
+        if (!occ) {
+            cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &occ, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO>, ROWS_THREADS, cfg.dynamicSmemBytes);
+            if (e != cudaSuccess) return e;
+            if (occ < 1) occ = 1;
+        }
+        if (cfg.gridDim.x > (unsigned)(occ * sms)) cfg.gridDim.x = (unsigned)(occ * sms);
+    }
+    return cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO>, x, set, K, tail, counter);
+}
+
 template <typename T, int U, int EPI, int PRO>
-static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, const T *x, const rows_set &set, int K,
-                                   const gops_fuse &tail, unsigned *counter)
+static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x, const rows_set &set,
+                                   int K, const gops_fuse &tail, unsigned *counter)
 {
     switch (tpr) {
-    case 32: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 32, U, true, EPI, PRO>, x, set, K, tail, counter);
-    case 64: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 64, U, true, EPI, PRO>, x, set, K, tail, counter);
-    case 128: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 128, U, true, EPI, PRO>, x, set, K, tail, counter);
-    default: return cudaLaunchKernelEx(cfg, gemv_rows_kernel<T, 256, U, true, EPI, PRO>, x, set, K, tail, counter);
+    case 32: return rows_launch<T, 32, U, true, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
+    case 64: return rows_launch<T, 64, U, true, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
+    case 128: return rows_launch<T, 128, U, true, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
+    default: return rows_launch<T, 256, U, true, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
     }
 }
 
@@ -337,6 +450,12 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     if (K <= 0 || K > 0x7fffffff) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: K %lld", (long long)K);
     rows_set set = {};
     set.n = n;
+    static int l2ef = -1; /* the weights evict first from L2 (GRAFT_CUDA_L2EF=0: loads as they default) */
+    if (l2ef < 0) {
+        const char *le = getenv("GRAFT_CUDA_L2EF");
+        l2ef = !le || strcmp(le, "0");
+    }
+    set.l2ef = l2ef;
     int64_t rows = 0;
     int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain, then an RMSNorm */
     if (pchain) {
@@ -366,7 +485,8 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     if (pro)
         vec = vec && (uintptr_t)pro->gamma % 16 == 0 && (uintptr_t)pro->skip % 16 == 0 &&
               (uintptr_t)pro->bias % 16 == 0;
-    for (int j = 0; j < n; j++) {        if (N[j] <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: N %lld", (long long)N[j]);
+    for (int j = 0; j < n; j++) {
+        if (N[j] <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: N %lld", (long long)N[j]);
         set.W[j] = w[j];
         set.y[j] = y[j];
         set.row0[j] = (int)rows;
@@ -437,10 +557,9 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
 #define ROWS_EPI(EPI, PRO)                                                                                      \
     do {                                                                                                       \
         if (!vec)                                                                                              \
-            e = cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, ROWS_THREADS, 1, false, EPI, PRO>, xt, set, Ki,   \
-                                   tf, counter);                                                               \
+            e = rows_launch<T, ROWS_THREADS, 1, false, EPI, PRO>(&cfg, sms, xt, set, Ki, tf, counter);         \
         else                                                                                                   \
-            e = rows_launch_vec<T, ROWS_UNROLL, EPI, PRO>(tpr, &cfg, xt, set, Ki, tf, counter);                 \
+            e = rows_launch_vec<T, ROWS_UNROLL, EPI, PRO>(tpr, &cfg, sms, xt, set, Ki, tf, counter);            \
     } while (0)
     if (unroll != ROWS_UNROLL && (epi || pk))
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d with a tail or a prologue", unroll);
@@ -449,9 +568,9 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     GCUDA_DISPATCH(dtype, "gcuda_gemv_rows", {
         const T *xt = (const T *)x;
         if (unroll != ROWS_UNROLL && vec) { /* the bench's other geometries (unaligned rows: the scalar kernel) */
-            if (unroll == 2) e = rows_launch_vec<T, 2, 0, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
-            else if (unroll == 8) e = rows_launch_vec<T, 8, 0, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
-            else e = rows_launch_vec<T, 16, 0, 0>(tpr, &cfg, xt, set, Ki, tf, counter);
+            if (unroll == 2) e = rows_launch_vec<T, 2, 0, 0>(tpr, &cfg, sms, xt, set, Ki, tf, counter);
+            else if (unroll == 8) e = rows_launch_vec<T, 8, 0, 0>(tpr, &cfg, sms, xt, set, Ki, tf, counter);
+            else e = rows_launch_vec<T, 16, 0, 0>(tpr, &cfg, sms, xt, set, Ki, tf, counter);
         } else if (epi == 0) {
             if (pk == 0) ROWS_EPI(0, 0);
             else if (pk == 1) ROWS_EPI(0, 1);

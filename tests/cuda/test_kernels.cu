@@ -993,6 +993,15 @@ static void test_gemv_tail(int dt, int K, int N)
         f.leaf[0] = dy, f.leaf_dtype[0] = dt, f.st[0][2] = 1;
         f.n_leaf = 1;
     };
+    /* RMSNorm(y) * g (eps 1e-6) in fp64, rounded to the dtype */
+    auto normed = [&](const std::vector<float> &g) {
+        double ss = 0;
+        for (int r = 0; r < N; r++) ss += (double)y[r] * y[r];
+        double inv = 1.0 / std::sqrt(ss / N + 1e-6);
+        std::vector<float> nv(N);
+        for (int r = 0; r < N; r++) nv[r] = round_to(dt, (float)(y[r] * inv * g[r]));
+        return nv;
+    };
     auto leaf = [&](const std::vector<float> &v, bool scalar) {
         int l = f.n_leaf++;
         f.leaf[l] = dupload(dt, v);
@@ -1036,13 +1045,8 @@ static void test_gemv_tail(int dt, int K, int N)
         f.norm_dim = N, f.gamma = f.leaf[lg], f.eps = 1e-6f, f.norm_dtype = dt;
         f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, lr, 1, dt, 0, 0};
         f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, ls, 0, dt, 0, 0};
-        double ss = 0;
-        for (int r = 0; r < N; r++) ss += (double)y[r] * y[r];
-        double inv = 1.0 / std::sqrt(ss / N + 1e-6);
-        for (int r = 0; r < N; r++) {
-            float nv = round_to(dt, (float)(y[r] * inv * g[r]));
-            ref[r] = round_to(dt, round_to(dt, rr[r] + nv) * sc[0]);
-        }
+        auto nv = normed(g);
+        for (int r = 0; r < N; r++) ref[r] = round_to(dt, round_to(dt, rr[r] + nv[r]) * sc[0]);
         for (int rep = 0; rep < 2; rep++) {
             f.y = dpoisoned(dt, N);
             CK(gcuda_fill_nan(dt, dy, N, NULL, &E));
@@ -1053,6 +1057,25 @@ static void test_gemv_tail(int dt, int K, int N)
                   ddown(dt, f.y, N), ref);
         }
     }
+    { /* RMSNorm(y) * gamma, then tanh, r + ., . * s, . - r2: past the leaves loaded before the norm's sum
+       * (GO_PRE, the first two instructions: here a unary one and a binary one) */
+        auto g = rnd(dt, N, 0.5f, 1.5f), rr = rnd(dt, N), sc = rnd(dt, 1, 0.5f, 2.0f), r2 = rnd(dt, N);
+        base(4);
+        int lg = leaf(g, false), lr = leaf(rr, false), ls = leaf(sc, true), l2 = leaf(r2, false);
+        f.norm_dim = N, f.gamma = f.leaf[lg], f.eps = 1e-6f, f.norm_dtype = dt;
+        f.ins[0] = {GOPS_FUSE_UNARY, GOPS_TANH, 0, 0, dt, -INFINITY, INFINITY};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_ADD, lr, 1, dt, 0, 0};
+        f.ins[2] = {GOPS_FUSE_BINARY, GOPS_MUL, ls, 0, dt, 0, 0};
+        f.ins[3] = {GOPS_FUSE_BINARY, GOPS_SUB, l2, 0, dt, 0, 0};
+        auto nv = normed(g);
+        for (int r = 0; r < N; r++) {
+            float t = round_to(dt, (float)std::tanh((double)nv[r]));
+            ref[r] = round_to(dt, round_to(dt, round_to(dt, rr[r] + t) * sc[0]) - r2[r]);
+        }
+        f.y = dpoisoned(dt, N);
+        CK(gcuda_gemv_rows_tail(dt, dx, dw, dy, K, N, &f, counter, NULL, &E));
+        check("gemv rows + rmsnorm+tanh+add*scalar-sub", fmt("K%d N%d", K, N), dt, ddown(dt, f.y, N), ref);
+    }
     { /* RMSNorm(y) * gamma, then the skip RMSNorm of residual + that (+ bias): sum and output */
         auto g = rnd(dt, N, 0.5f, 1.5f), rr = rnd(dt, N), bb = rnd(dt, N, -0.5f, 0.5f), g2 = rnd(dt, N, 0.5f, 1.5f);
         for (int with_bias = 0; with_bias < 2; with_bias++) {
@@ -1061,14 +1084,11 @@ static void test_gemv_tail(int dt, int K, int N)
             f.norm_dim = N, f.gamma = f.leaf[lg], f.eps = 1e-6f, f.norm_dtype = dt;
             f.sk_x = dupload(dt, rr), f.sk_gamma = dupload(dt, g2), f.sk_eps = 1e-5f;
             f.sk_bias = with_bias ? dupload(dt, bb) : NULL;
-            double ss = 0;
-            for (int r = 0; r < N; r++) ss += (double)y[r] * y[r];
-            double inv = 1.0 / std::sqrt(ss / N + 1e-6);
+            auto nv = normed(g);
             std::vector<double> sum(N), ref2(N);
             double ss2 = 0;
             for (int r = 0; r < N; r++) {
-                float nv = round_to(dt, (float)(y[r] * inv * g[r]));
-                sum[r] = (double)rr[r] + nv + (with_bias ? bb[r] : 0.0);
+                sum[r] = (double)rr[r] + nv[r] + (with_bias ? bb[r] : 0.0);
                 ss2 += sum[r] * sum[r];
             }
             double inv2 = 1.0 / std::sqrt(ss2 / N + 1e-5);
@@ -1139,18 +1159,20 @@ static pro_mats pro_matrices(int dt, int K, const std::vector<int64_t> &Ns, cons
  * r) * s, y0 the previous GEMV's raw output, computed by every block; c
  * stored by block 0; against c and the GEMVs of x in fp64, each op rounded
  * to the dtype as the separate nodes store it. */
-static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns)
+static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns, bool longer = false)
 {
     int n = (int)Ns.size();
     auto y0 = rnd(dt, K, -2, 2), g1 = rnd(dt, K, 0.5f, 1.5f), rr = rnd(dt, K), sc = rnd(dt, 1, 0.5f, 2.0f),
-         g2 = rnd(dt, K, 0.5f, 1.5f);
+         g2 = rnd(dt, K, 0.5f, 1.5f), r2 = rnd(dt, K);
     std::vector<float> c(K), xn(K);
     double ss = 0, ss2 = 0;
     for (int k = 0; k < K; k++) ss += (double)y0[k] * y0[k];
     double inv = 1.0 / std::sqrt(ss / K + 1e-6);
     for (int k = 0; k < K; k++) {
         float nv = round_to(dt, (float)(y0[k] * inv * g1[k]));
+        if (longer) nv = round_to(dt, (float)std::tanh((double)nv));
         c[k] = round_to(dt, round_to(dt, rr[k] + nv) * sc[0]);
+        if (longer) c[k] = round_to(dt, c[k] - r2[k]);
         ss2 += (double)c[k] * c[k];
     }
     double inv2 = 1.0 / std::sqrt(ss2 / K + 1e-5);
@@ -1165,6 +1187,12 @@ static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns)
     f.norm_dim = K, f.gamma = f.leaf[1], f.eps = 1e-6f, f.norm_dtype = dt;
     f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 2, 1, dt, 0, 0};
     f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 3, 0, dt, 0, 0};
+    if (longer) { /* tanh first, a sub last: past the leaves loaded before the norm's sum (GO_PRE) */
+        f.leaf[4] = dupload(dt, r2), f.leaf_dtype[4] = dt, f.st[4][2] = 1, f.n_leaf = 5, f.n_ins = 4;
+        f.ins[2] = f.ins[1], f.ins[1] = f.ins[0];
+        f.ins[0] = {GOPS_FUSE_UNARY, GOPS_TANH, 0, 0, dt, -INFINITY, INFINITY};
+        f.ins[3] = {GOPS_FUSE_BINARY, GOPS_SUB, 4, 0, dt, 0, 0};
+    }
     gops_rows_norm pn = {};
     pn.gamma = dupload(dt, g2);
     pn.eps = 1e-5f;
@@ -1172,7 +1200,7 @@ static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns)
     std::vector<const void *> &dw = gm.dw;
     std::vector<void *> &dy = gm.dy;
     std::vector<std::vector<double>> &yref = gm.yref;
-    std::string shape = gm.shape;
+    std::string shape = gm.shape + (longer ? " tanh,add,mul,sub" : "");
     std::vector<double> cref(c.begin(), c.end());
     for (int rep = 0; rep < 2; rep++) {
         f.y = dpoisoned(dt, K);
@@ -2057,6 +2085,7 @@ int main(int argc, char **argv)
         test_gemv_chain_pro(dt, 1536, {2048, 256, 256}); /* E2B's q/k/v after the per-layer-input projection */
         test_gemv_chain_pro(dt, 2048, {512});
         test_gemv_chain_pro(dt, 1001, {300}); /* the scalar kernel */
+        test_gemv_chain_pro(dt, 1536, {2048, 256, 256}, true);
         if (!quick) {
             test_gemv(dt, 1536, 8960);
             test_gemv(dt, 8960, 1536);
