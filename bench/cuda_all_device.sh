@@ -22,7 +22,8 @@ if [ "${1:-}" = prepare ]; then
     ck=$(tests/cuda/build.sh build/ck) || exit 1
     cp "$ck" build/pack/ || exit 1
     rm -rf .devcarry-all && mkdir -p .devcarry-all || exit 1
-    tar cJf .devcarry-all/pack.tar.xz -C build/pack . && du -sh .devcarry-all
+    # -9e: the large dictionary finds the kernels that test_kernels and libgraft_cuda.so both hold
+    XZ_OPT=-9e tar cJf .devcarry-all/pack.tar.xz -C build/pack . && du -sh .devcarry-all
     exit
 fi
 [ "${1:-}" = run ] || { echo "usage: $0 prepare | run [STEPS]" >&2; exit 2; }
@@ -78,8 +79,10 @@ if has verify; then
     echo "verify rc=$?"
     sed -n '/=== summary/,$p' "$OUT/verify.log" | cut -c1-190
     echo "--- each default turned off (and each opt-in on), against the goldens:"
-    for v in GRAFT_CUDA_ROWS=0 GRAFT_CUDA_FUSE_TAIL=0 GRAFT_CUDA_FUSE_PRO=0 GRAFT_CUDA_PDL=gemv GRAFT_CUDA_FUSE_NORM=0 \
-        GRAFT_CUDA_FUSE_ROPE=0 GRAFT_CUDA_FUSE_SKIP=0 GRAFT_CUDA_FUSE_APPEND=0 GRAFT_CUDA_FUSE_ROPE2=0 GRAFT_CUDA_SLICE_VIEW=0 GRAFT_CUDA_FUSE_CPRO=1; do
+    # VERIFY_SWITCHES="A B ...": these settings instead
+    for v in ${VERIFY_SWITCHES:-GRAFT_CUDA_ROWS=0 GRAFT_CUDA_FUSE_TAIL=0 GRAFT_CUDA_FUSE_PRO=0 GRAFT_CUDA_PDL=gemv \
+        GRAFT_CUDA_FUSE_NORM=0 GRAFT_CUDA_FUSE_ROPE=0 GRAFT_CUDA_FUSE_SKIP=0 GRAFT_CUDA_FUSE_APPEND=0 GRAFT_CUDA_FUSE_ROPE2=0 \
+        GRAFT_CUDA_SLICE_VIEW=0 GRAFT_CUDA_FUSE_CPRO=1 GRAFT_CUDA_ROWS_GRID=1 GRAFT_CUDA_ROWS_GRID=2 GRAFT_CUDA_L2EF=0}; do
         for f in gemma4-mobius gemma4-mobius-f16 qwen3-mobius llama-builder-int4; do
             echo "$v $f: $(env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib $v timeout 60 .devcarry-rt/graft verify \
                 .devcarry-rt/x/$f --golden tests/fixtures/$f/golden.ort.json --device cuda -q 2>&1 | tail -1 | cut -c1-200)" |
@@ -96,7 +99,8 @@ if [ -n "$GEN" ]; then
     [ -f /tmp/e2b/export/model.onnx ] || LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib .devcarry-rt/graft compose \
         /tmp/e2b/pipeline -o /tmp/e2b/export -q --force || echo "compose of the E2B pipeline failed"
 fi
-if has profile && [ "$(left)" -gt 120 ]; then
+# PROFILE_OPS=0: without the op table (bench/cuda_profile_device.sh), only the A/B below
+if has profile && [ "${PROFILE_OPS:-1}" != 0 ] && [ "$(left)" -gt 120 ]; then
     step "profile (bench/cuda_profile_device.sh ${PROFILE_PROMPTS:-128 2048})"
     timeout $(($(left) - 60)) bash bench/cuda_profile_device.sh ${PROFILE_PROMPTS:-128 2048} >"$OUT/profile.log" 2>&1
     echo "profile rc=$?"
@@ -108,7 +112,8 @@ if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; th
     step "E2B decode: weights as they are ([K, N]), without fusion, without PDL, PDL on every decode kernel, L2 prefetch of the next weights, without graphs"
     AB=("GRAFT_CUDA_ROWS=0" "GRAFT_CUDA_FUSE_TAIL=0" "GRAFT_CUDA_FUSE_PRO=0" "GRAFT_CUDA_FUSE=0" "GRAFT_CUDA_PDL=0" "GRAFT_CUDA_PDL=gemv"
         "GRAFT_CUDA_FUSE_NORM=0" "GRAFT_CUDA_FUSE_ROPE=0" "GRAFT_CUDA_FUSE_SKIP=0" "GRAFT_CUDA_FUSE_APPEND=0" "GRAFT_CUDA_FUSE_ROPE2=0"
-        "GRAFT_CUDA_SLICE_VIEW=0" "GRAFT_CUDA_FUSE_CPRO=1" "GRAFT_CUDA_FUSE=1 --no-cuda-graph")
+        "GRAFT_CUDA_SLICE_VIEW=0" "GRAFT_CUDA_FUSE_CPRO=1" "GRAFT_CUDA_ROWS_GRID=2" "GRAFT_CUDA_L2EF=0"
+        "GRAFT_CUDA_FUSE=1 --no-cuda-graph")
     # PROFILE_AB="A;B;...": these settings instead (each "VAR=value [bench options]")
     [ -n "${PROFILE_AB:-}" ] && IFS=';' read -r -a AB <<<"$PROFILE_AB"
     for v in "${AB[@]}"; do

@@ -1046,13 +1046,14 @@ int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)
     return 1;
 }
 
-/* Chain prologues (GRAFT_CUDA_FUSE_CPRO=1; off by default until measured on
- * the GPU): a norm-headed tail t (fuse 4, without a skip norm after it) of
- * a single weight MatMul m, whose output c the prologue norm r (fuse 5, an
- * RMSNormalization) of the GEMV(s) h reads, every other reader of c coming
- * after h: t's chain is computed by h's blocks before r's norm
- * (gcuda_gemv_rows_chain_pro; block 0 stores c) instead of by m's last
- * block, and m runs as a plain GEMV. Gemma's per-layer-input projection:
+/* Chain prologues (GRAFT_CUDA_FUSE_CPRO=1; off by default: E2B's step
+ * measured ~110 us slower with it, bench/RESULTS.md session 16): a norm-headed tail t
+ * (fuse 4, without a skip norm after it) of a single weight MatMul m, whose
+ * output c the prologue norm r (fuse 5, an RMSNormalization) of the
+ * GEMV(s) h reads, every other reader of c coming after h: t's chain is
+ * computed by h's blocks before r's norm (gcuda_gemv_rows_chain_pro; block
+ * 0 stores c) instead of by m's last block, and m runs as a plain GEMV.
+ * Gemma's per-layer-input projection:
  * its post-norm, residual add and scale, read by the next layer's input
  * norm and q/k/v. t becomes fuse 7 (cx_cpro_follow). */
 static void plan_chain_pro(cx_exec *x)
