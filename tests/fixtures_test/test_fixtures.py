@@ -8,7 +8,9 @@ for the cross-check): no torch, no GPU. For each export fixture:
 
   reproduce  its ORT golden (golden.ort.json) is produced again by the installed
              onnxruntime running the pipeline (tools/golden.py): same generated ids,
-             logits within 1e-4 (fp32/int4 exports, fp32 logits) or 1e-2 relative (fp16).
+             logits within 1e-4 (fp32 exports), 1e-2 relative (fp16) or 5e-2 relative
+             (int4, as `graft verify`: onnxruntime's MatMulNBits takes another path
+             on CPUs with AVX512-VNNI, int8 activations, 0.129 apart on qwen3 int4).
   hf         it agrees with the Hugging Face transformers golden of its source
              checkpoint token for token up to the first step whose HF margin is <= tau
              (1e-3 fp32, 5e-2 fp16, 2e-1 int4); fp32 exports also match the HF prefill
@@ -104,9 +106,10 @@ def t_reproduce(name, meta):
               f"{b['generated_ids']}")
         for la, lb in zip(a["logits"], b["logits"]):
             la, lb = np.asarray(la), np.asarray(lb)
-            if meta["precision"] == "fp16":
+            if meta["precision"] in ("fp16", "int4"):
+                tol = 1e-2 if meta["precision"] == "fp16" else 5e-2
                 err = float(np.abs(la - lb).max() / max(1.0, np.abs(la).max()))
-                check(err <= 1e-2, f"logits rel diff {err:.3g} > 1e-2")
+                check(err <= tol, f"logits rel diff {err:.3g} > {tol:g}")
             else:
                 err = float(np.abs(la - lb).max())
                 check(err <= 1e-4, f"logits abs diff {err:.3g} > 1e-4")
