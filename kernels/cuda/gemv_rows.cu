@@ -234,18 +234,25 @@ __device__ __forceinline__ rows_at rows_locate(const rows_set &set, int b, int K
     return a;
 }
 
-/* The first U 16-byte chunks a thread reads of its row (EPI 3: the pair's
- * two rows as one of CT chunks). */
+/* 16-byte chunk c of a thread's row of C chunks (EPI 3: the pair's two
+ * rows as one of 2 C, the second's after the first's). */
+template <int EPI> __device__ __forceinline__ uint4 rows_chunk(const rows_at &a, int C, int c, bool ef, uint64_t pol)
+{
+    return rows_ld(EPI == 3 && c >= C ? reinterpret_cast<const uint4 *>(a.w2) + (c - C)
+                                      : reinterpret_cast<const uint4 *>(a.w) + c,
+                   ef, pol);
+}
+
+/* The first U chunks a thread reads of its row. */
 template <typename T, int TPR, int U, int EPI>
 __device__ __forceinline__ void rows_first(const rows_at &a, int K, int lane, bool ef, uint64_t pol, uint4 *wv)
 {
     constexpr int V = 16 / (int)sizeof(T);
     const int C = K / V, CT = EPI == 3 ? 2 * C : C;
-    const uint4 *wp = reinterpret_cast<const uint4 *>(a.w), *wp2 = reinterpret_cast<const uint4 *>(a.w2) - C;
 #pragma unroll
     for (int u = 0; u < U; u++) {
         int c = lane + u * TPR;
-        if (a.live && c < CT) wv[u] = rows_ld(EPI == 3 && c >= C ? wp2 + c : wp + c, ef, pol);
+        if (a.live && c < CT) wv[u] = rows_chunk<EPI>(a, C, c, ef, pol);
     }
 }
 
@@ -272,19 +279,15 @@ __global__ void __launch_bounds__(ROWS_THREADS, EPI != 2 && PRO == 0 ? 5 : 1)
         const int r = at.r, r0 = at.r0;
         const bool live = at.live;
         void *yb = at.y;
-        const T *__restrict__ w = (const T *)at.w;
-        const T *__restrict__ w2 = (const T *)at.w2;
         float acc = 0.0f, acc2 = 0.0f;
+        if (first) { /* after the first group's loads (rows_first) */
+            gc_pdl_wait(); /* x is the kernel before's output */
+            gc_pdl_trigger();
+            x = rows_pro_x<T, PRO>(x, set, K, tail);
+            inv = rows_norm<T, PRO>(x, set, K);
+        }
         if constexpr (VEC) {
             const int C = K / V, CT = EPI == 3 ? 2 * C : C; /* 16-byte chunks in a row (rows) */
-            const uint4 *wp = reinterpret_cast<const uint4 *>(w);
-            const uint4 *wp2 = reinterpret_cast<const uint4 *>(w2) - C;
-            if (first) {
-                gc_pdl_wait(); /* x is the kernel before's output */
-                gc_pdl_trigger();
-                x = rows_pro_x<T, PRO>(x, set, K, tail);
-                inv = rows_norm<T, PRO>(x, set, K);
-            }
             for (int c0 = 0;;) {
 #pragma unroll
                 for (int u = 0; u < U; u++) {
@@ -305,7 +308,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, EPI != 2 && PRO == 0 ? 5 : 1)
 #pragma unroll
                 for (int u = 0; u < U; u++) {
                     int c = c0 + lane + u * TPR;
-                    if (live && c < CT) wv[u] = rows_ld(EPI == 3 && c >= C ? wp2 + c : wp + c, ef, pol);
+                    if (live && c < CT) wv[u] = rows_chunk<EPI>(at, C, c, ef, pol);
                 }
             }
             if (nb < groups) { /* the next group's weights in flight during this one's sums */
@@ -313,12 +316,8 @@ __global__ void __launch_bounds__(ROWS_THREADS, EPI != 2 && PRO == 0 ? 5 : 1)
                 rows_first<T, TPR, U, EPI>(nx, K, lane, ef, pol, wv);
             }
         } else {
-            if (first) {
-                gc_pdl_wait();
-                gc_pdl_trigger();
-                x = rows_pro_x<T, PRO>(x, set, K, tail);
-                inv = rows_norm<T, PRO>(x, set, K);
-            }
+            const T *__restrict__ w = (const T *)at.w;
+            const T *__restrict__ w2 = (const T *)at.w2;
             if (live)
                 for (int k = lane; k < K; k += TPR) {
                     float xk = rows_x1<T, PRO>(x, set, inv, k);

@@ -1047,13 +1047,13 @@ int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)
 }
 
 /* Chain prologues (GRAFT_CUDA_FUSE_CPRO=1; off by default: E2B's step
- * measured ~110 us slower with it, bench/RESULTS.md session 16): a norm-headed tail t
- * (fuse 4, without a skip norm after it) of a single weight MatMul m, whose
- * output c the prologue norm r (fuse 5, an RMSNormalization) of the
- * GEMV(s) h reads, every other reader of c coming after h: t's chain is
- * computed by h's blocks before r's norm (gcuda_gemv_rows_chain_pro; block
- * 0 stores c) instead of by m's last block, and m runs as a plain GEMV.
- * Gemma's per-layer-input projection:
+ * measured ~110 us slower with it, bench/RESULTS.md session 16): a
+ * norm-headed tail t (fuse 4, without a skip norm after it) of a single
+ * weight MatMul m, whose output c the prologue norm r (fuse 5, an
+ * RMSNormalization) of the GEMV(s) h reads, every other reader of c coming
+ * after h: t's chain is computed by h's blocks before r's norm
+ * (gcuda_gemv_rows_chain_pro; block 0 stores c) instead of by m's last
+ * block, and m runs as a plain GEMV. Gemma's per-layer-input projection:
  * its post-norm, residual add and scale, read by the next layer's input
  * norm and q/k/v. t becomes fuse 7 (cx_cpro_follow). */
 static void plan_chain_pro(cx_exec *x)
@@ -1123,7 +1123,7 @@ graft_status cx_cpro_follow(cx_exec *x, cx_node *cn, graft_error *err)
  * chain deferred to the GEMV after r this run. */
 static graft_status cpro_materialize(cx_exec *x, cx_node *r, graft_error *err)
 {
-    cx_node *t = producer(x, r->n.in[0]);
+    cx_node *t = r->pro ? r->pro->cpro : NULL; /* planned as r's input's producer (plan_chain_pro) */
     if (!t || t->fuse != 7 || t->mm_run != x->run_no) return GRAFT_OK;
     t->mm_run = 0;
     return cx_fuse_run(x, t, err);
