@@ -11,7 +11,12 @@
 #   device: run tool, carry [".whl", ".devcarry-all"] (and "build/cupti" from tools/cupti_trace.sh for the
 #           kernel trace where the machine has no nsys), timeout_s 600:
 #           bash bench/cuda_all_device.sh run [STEPS]
-#   STEPS (default "kernels skeleton verify profile nsys bench sanitize"): any of them, in that order.
+#   STEPS (default "kernels skeleton verify profile nsys bench sanitize"): any of them, in that order;
+#   also "ncu" (after profile): Nsight Compute's launch, warp-state and instruction sections for the
+#   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size;
+#   and "abpack": with AB_PACK=DIR (another prepare's .devcarry-all, moved aside and carried too), E2B
+#   decode and the kernel lab's fused-GEMV table (test_kernels --epi) of that build against this one,
+#   alternately (only runs within one call compare: machines differ by 10-20%).
 # DEADLINE_S (default 570): no step starts that cannot finish before it.
 # E2B_DIMS=small: the E2B pipeline at the tiny fixture's size (seconds to generate: the kernel
 # sequence of a step, not its timings).
@@ -82,7 +87,7 @@ if has verify; then
     # VERIFY_SWITCHES="A B ...": these settings instead
     for v in ${VERIFY_SWITCHES:-GRAFT_CUDA_ROWS=0 GRAFT_CUDA_FUSE_TAIL=0 GRAFT_CUDA_FUSE_PRO=0 GRAFT_CUDA_PDL=gemv \
         GRAFT_CUDA_FUSE_NORM=0 GRAFT_CUDA_FUSE_ROPE=0 GRAFT_CUDA_FUSE_SKIP=0 GRAFT_CUDA_FUSE_APPEND=0 GRAFT_CUDA_FUSE_ROPE2=0 \
-        GRAFT_CUDA_SLICE_VIEW=0 GRAFT_CUDA_FUSE_CPRO=1 GRAFT_CUDA_ROWS_GRID=1 GRAFT_CUDA_ROWS_GRID=2 GRAFT_CUDA_L2EF=0}; do
+        GRAFT_CUDA_SLICE_VIEW=0 GRAFT_CUDA_FUSE_CPRO=1 GRAFT_CUDA_ROWS_GRID=0 GRAFT_CUDA_L2EF=0}; do
         for f in gemma4-mobius gemma4-mobius-f16 qwen3-mobius llama-builder-int4; do
             echo "$v $f: $(env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib $v timeout 60 .devcarry-rt/graft verify \
                 .devcarry-rt/x/$f --golden tests/fixtures/$f/golden.ort.json --device cuda -q 2>&1 | tail -1 | cut -c1-200)" |
@@ -112,7 +117,7 @@ if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; th
     step "E2B decode: weights as they are ([K, N]), without fusion, without PDL, PDL on every decode kernel, L2 prefetch of the next weights, without graphs"
     AB=("GRAFT_CUDA_ROWS=0" "GRAFT_CUDA_FUSE_TAIL=0" "GRAFT_CUDA_FUSE_PRO=0" "GRAFT_CUDA_FUSE=0" "GRAFT_CUDA_PDL=0" "GRAFT_CUDA_PDL=gemv"
         "GRAFT_CUDA_FUSE_NORM=0" "GRAFT_CUDA_FUSE_ROPE=0" "GRAFT_CUDA_FUSE_SKIP=0" "GRAFT_CUDA_FUSE_APPEND=0" "GRAFT_CUDA_FUSE_ROPE2=0"
-        "GRAFT_CUDA_SLICE_VIEW=0" "GRAFT_CUDA_FUSE_CPRO=1" "GRAFT_CUDA_ROWS_GRID=2" "GRAFT_CUDA_L2EF=0"
+        "GRAFT_CUDA_SLICE_VIEW=0" "GRAFT_CUDA_FUSE_CPRO=1" "GRAFT_CUDA_ROWS_GRID=0" "GRAFT_CUDA_L2EF=0"
         "GRAFT_CUDA_FUSE=1 --no-cuda-graph")
     # PROFILE_AB="A;B;...": these settings instead (each "VAR=value [bench options]")
     [ -n "${PROFILE_AB:-}" ] && IFS=';' read -r -a AB <<<"$PROFILE_AB"
@@ -131,6 +136,48 @@ if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; th
     for v in "GRAFT_CUDA_ROWS=1" "GRAFT_CUDA_ROWS=0"; do
         echo "$v: $(env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib $v .devcarry-rt/graft bench /tmp/e2b/export --device cuda \
             --prompt-tokens 2048 --new-tokens 4 --repeat 2 2>&1 | grep -E "tok/s" | cut -c1-200)"
+    done
+fi
+if has ncu && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 90 ]; then
+    # why a small kernel takes microseconds: its warps' stall reasons (an
+    # instruction-fetch stall says its code is cold) and the SASS it runs
+    step "ncu: ${NCU_KERNELS:=go_fuse_norm_kernel|gemv_rows_kernelI6__halfLi[0-9]+ELi[0-9]+ELb1ELi2ELi0E}"
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+    if [ -n "$NCU" ]; then
+        env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib timeout $(($(left) - 60)) "$NCU" --clock-control none \
+            --kernel-name-base mangled --kernel-name "regex:$NCU_KERNELS" --launch-skip ${NCU_SKIP:-137} \
+            --launch-count ${NCU_COUNT:-10} --section LaunchStats --section WarpStateStats --section SpeedOfLight \
+            --section InstructionStats --section MemoryWorkloadAnalysis \
+            .devcarry-rt/graft bench /tmp/e2b/export --device cuda --prompt-tokens 128 --new-tokens 8 --no-cuda-graph \
+            >"$OUT/ncu.log" 2>&1
+        echo "ncu rc=$?"
+        cp "$OUT/ncu.log" "$RES/"
+        grep -E "^  [a-z_]+.*\(|Duration|Stall|Executed Instructions|Registers Per|Grid Size|Block Size|No Instruction" \
+            "$OUT/ncu.log" | head -80
+    else
+        echo "no ncu on this machine"
+    fi
+    CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+    [ -n "$CUOBJDUMP" ] && "$CUOBJDUMP" -sass .devcarry-rt/lib/libgraft_cuda.so 2>/dev/null |
+        awk '/Function :/{f=$3} /^ +\/\*[0-9a-f]+\*\//{n[f]++} END{for(k in n) print n[k], k}' | sort -rn |
+        c++filt >"$RES/sass_sizes.txt" && head -5 "$RES/sass_sizes.txt" | cut -c1-200
+fi
+if has abpack && [ -n "${AB_PACK:-}" ] && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 60 ]; then
+    B=/tmp/abpack
+    rm -rf $B && mkdir -p $B && tar xJf "$AB_PACK/pack.tar.xz" -C $B
+    step "A/B: $(head -1 $B/COMMIT) (before) against $(head -1 .devcarry-rt/COMMIT) (after)"
+    for i in 1 2 3; do
+        for p in $B $PWD/.devcarry-rt; do
+            [ "$(left)" -gt 30 ] || break 2
+            echo "$([ $p = $B ] && echo before || echo after): $(env LD_LIBRARY_PATH=$p/lib $p/graft bench /tmp/e2b/export \
+                --device cuda --prompt-tokens 128 --new-tokens 64 2>&1 | grep -oE 'decode 64 tokens: [0-9.]+ tok/s|a replayed step: .*' |
+                tr '\n' ' ')"
+        done
+    done | tee "$RES/abpack.txt"
+    for p in $B $PWD/.devcarry-rt; do
+        [ "$(left)" -gt 40 ] || break
+        echo "--- $([ $p = $B ] && echo before || echo after): test_kernels --epi"
+        timeout 60 $p/test_kernels --epi 2>&1 | grep -E "^\|" | tee -a "$RES/abpack.txt"
     done
 fi
 if has nsys && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 90 ]; then

@@ -330,15 +330,16 @@ __device__ __forceinline__ void go_norm_chain_row_ept(const gops_fuse &f, I row,
 /* One row of an RMSNorm-headed chain: leaf 0's elements [row, row +
  * norm_dim) summed in squares by the block, then each normalised, scaled,
  * rounded to norm_dtype and sent through the chain into f.y. CG: leaf 0
- * was written by other blocks of this grid (read past L1). */
+ * was written by other blocks of this grid (read past L1). EPT: elements a
+ * thread holds (rows of up to EPT * blockDim.x; longer ones loop). */
 template <typename I> __device__ __forceinline__ void go_skip_norm_row(const gops_fuse &f, I row, float *scratch);
 
-template <typename I, bool CG>
+template <typename I, bool CG, int EPT = GO_ROW_EPT>
 __device__ __forceinline__ void go_norm_chain_row(const gops_fuse &f, I row, float *scratch)
 {
     const int dim = (int)f.norm_dim;
-    if (dim <= GO_ROW_EPT * (int)blockDim.x) {
-        go_norm_chain_row_ept<I, CG, GO_ROW_EPT>(f, row, scratch);
+    if (dim <= EPT * (int)blockDim.x) {
+        go_norm_chain_row_ept<I, CG, EPT>(f, row, scratch);
         return;
     }
     float ss = 0.0f;

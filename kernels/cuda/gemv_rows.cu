@@ -256,13 +256,20 @@ __device__ __forceinline__ void rows_first(const rows_at &a, int K, int lane, bo
     }
 }
 
+/* The kernels that rows_launch may give fewer blocks than groups: those
+ * with a prologue (computed once a block) or a last-block chain (fewer
+ * blocks counting in). The others take one group a block and hold no loop
+ * state: the per-element kernels need 40 registers without it, 48 with
+ * (6 blocks an SM against 5). */
+template <int EPI, int PRO> __host__ __device__ constexpr bool rows_loops() { return PRO != 0 || EPI == 2; }
+
 /* Each block takes every gridDim.x-th group of RPB rows (one group when
  * launched with a block a group; fewer blocks: rows_launch), computing its
  * prologue once; a vector kernel issues the next group's first loads
  * before the current group's sums and epilogue, so that its weights
  * stream without a gap. */
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
-__global__ void __launch_bounds__(ROWS_THREADS, EPI != 2 && PRO == 0 ? 5 : 1)
+__global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 || EPI == 2 ? 1 : EPI == 1 ? 6 : 5)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
 {
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
@@ -275,7 +282,8 @@ __global__ void __launch_bounds__(ROWS_THREADS, EPI != 2 && PRO == 0 ? 5 : 1)
     if constexpr (VEC) rows_first<T, TPR, U, EPI>(at, K, lane, ef, pol, wv);
     for (int b = (int)blockIdx.x;;) {
         const bool first = b == (int)blockIdx.x;
-        const int nb = b + (int)gridDim.x; /* the block's next group */
+        /* the block's next group (none: a block a group) */
+        const int nb = rows_loops<EPI, PRO>() ? b + (int)gridDim.x : groups;
         const int r = at.r, r0 = at.r0;
         const bool live = at.live;
         void *yb = at.y;
@@ -391,25 +399,24 @@ static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
     return tpr;
 }
 
-/* Launches one instantiation, on a block a group of rows or on at most
- * the blocks that fit on the device at once (the kernel then loops over the
- * groups; its occupancy is asked once): PRO 3 (each block computes the
- * prologue once) unless GRAFT_CUDA_ROWS_GRID=0; every kernel with
- * GRAFT_CUDA_ROWS_GRID=1 (the streaming ones measured slower: the LM head
- * 183 -> 221 us); =2 those with a prologue or a last-block chain (fewer
- * blocks counting in: the down projection's norm 12.1 -> 10.1 us in the
- * kernel lab; not yet measured in a step). */
+/* Launches one instantiation: a kernel that loops (rows_loops) on at most
+ * the blocks that fit on the device at once (its occupancy is asked once),
+ * the others on a block a group of rows. Fewer blocks compute a prologue
+ * or count in for a last block: E2B decode 2658 -> 2598 us a step (H200,
+ * session 17); fitting the streaming kernels too measured slower (the LM
+ * head 183 -> 221 us), and they no longer loop. GRAFT_CUDA_ROWS_GRID=0: a
+ * block a group always. */
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
 static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T *x, const rows_set &set, int K,
                                const gops_fuse &tail, unsigned *counter)
 {
     cudaLaunchConfig_t cfg = *cfg0;
-    static int mode = -1, occ = 0;
-    if (mode < 0) {
+    static int fit = -1, occ = 0;
+    if (fit < 0) {
         const char *e = getenv("GRAFT_CUDA_ROWS_GRID");
-        mode = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "1") ? 2 : e && !strcmp(e, "2") ? 3 : 1;
+        fit = !(e && !strcmp(e, "0"));
     }
-    if (mode == 2 || (mode == 1 && PRO == 3) || (mode == 3 && (PRO != 0 || EPI == 2))) {
+    if (rows_loops<EPI, PRO>() && fit) {
         if (!occ) {
             cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
                 &occ, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO>, ROWS_THREADS, cfg.dynamicSmemBytes);

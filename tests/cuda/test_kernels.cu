@@ -2164,6 +2164,9 @@ int main(int argc, char **argv)
         if (!quick) test_softmax(dt, 1, 262144);
         test_argmax(dt, 1000);
         test_argmax(dt, 1003);
+        test_fused(dt, 1, 256); /* the norm head's row at 1, 2, 4 and 8 elements a thread, then looping */
+        test_fused(dt, 35, 256);
+        test_fused(dt, 2, 500);
         test_fused(dt, 3, 1000);
         test_fused(dt, 8, 1536);
         test_fused(dt, 1, 12288);
