@@ -327,6 +327,150 @@ __device__ __forceinline__ void go_norm_chain_row_ept(const gops_fuse &f, I row,
     }
 }
 
+/* go_norm_chain_row_ept for a row of 2-byte elements (T: leaf 0, y and
+ * the skip norm's tensors), 8 contiguous a thread: every operand row
+ * (gamma, the leaves of the chain's binary instructions, at most
+ * GO_V8_LEAVES, and the skip norm's x, bias and gamma) loaded at once with
+ * 16-byte loads before the norm's block sum, one memory latency for the
+ * row where go_norm_chain_row_ept waits once an instruction, and an eighth
+ * of its loads. The same arithmetic; the block sums add in another order.
+ * A GEMV's last block runs it (gemv_rows.cu), alone on the device. Leaves
+ * are row-shaped (go_leaf_mode 1) or one value (2); go_norm_v8_ok: when it
+ * applies (uniform over the block). */
+#define GO_V8_LEAVES 3
+template <typename T> struct go_dt;
+template <> struct go_dt<__half> {
+    static constexpr int v = GRAFT_DTYPE_FLOAT16;
+};
+template <> struct go_dt<__nv_bfloat16> {
+    static constexpr int v = GRAFT_DTYPE_BFLOAT16;
+};
+
+template <typename T> __device__ __forceinline__ bool go_norm_v8_ok(const gops_fuse &f)
+{
+    constexpr int dt = go_dt<T>::v;
+    const int dim = (int)f.norm_dim;
+    auto al = [](const void *p) { return ((uintptr_t)p & 15u) == 0; };
+    if (f.leaf_dtype[0] != dt || f.y_dtype != dt || dim % 8 || dim > 8 * (int)blockDim.x || !al(f.leaf[0]) ||
+        !al(f.y) || (f.gamma && !al(f.gamma)))
+        return false;
+    int nb = 0;
+    for (int k = 0; k < f.n_ins; k++) {
+        const gops_fuse_ins &in = f.ins[k];
+        if (in.kind != GOPS_FUSE_BINARY) continue;
+        if (++nb > GO_V8_LEAVES) return false;
+        const int m = go_leaf_mode(f, in.leaf);
+        if (m == 0 || (m == 1 && (f.leaf_dtype[in.leaf] != dt || !al(f.leaf[in.leaf])))) return false;
+    }
+    return !f.sk_y || (al(f.sk_x) && al(f.sk_y) && al(f.sk_gamma) && (!f.sk_bias || al(f.sk_bias)) &&
+                       (!f.sk_sum || al(f.sk_sum)));
+}
+
+template <typename T, bool CG = false> __device__ __forceinline__ uint4 go_ld8(const void *p, int64_t i)
+{
+    const uint4 *q = reinterpret_cast<const uint4 *>((const T *)p + i);
+    if constexpr (CG) return __ldcg(q);
+    return *q;
+}
+
+template <typename T> __device__ __forceinline__ void go_st8(void *p, int64_t i, const float *v)
+{
+    union {
+        uint4 u;
+        T e[8];
+    } o;
+#pragma unroll
+    for (int e = 0; e < 8; e++) o.e[e] = gc_to<T>(v[e]);
+    *reinterpret_cast<uint4 *>((T *)p + i) = o.u;
+}
+
+template <typename T, typename I, bool CG>
+__device__ __forceinline__ void go_norm_chain_row_v8(const gops_fuse &f, I row, float *scratch)
+{
+    static_assert(GO_V8_LEAVES == 3, "the selects below name three leaves");
+    const int dim = (int)f.norm_dim, c = 8 * (int)threadIdx.x; /* the thread's first element */
+    const bool on = c < dim;
+    const I at = row + c;
+    /* kb[j]: the chain's j-th binary instruction (-1: none); its leaf preloaded */
+    int kb[GO_V8_LEAVES];
+#pragma unroll
+    for (int j = 0; j < GO_V8_LEAVES; j++) kb[j] = -1;
+    for (int k = 0, j = 0; k < f.n_ins; k++)
+        if (f.ins[k].kind == GOPS_FUSE_BINARY) {
+#pragma unroll
+            for (int q = 0; q < GO_V8_LEAVES; q++)
+                if (q == j) kb[q] = k;
+            j++;
+        }
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    uint4 xv = z, gv = z, lv[GO_V8_LEAVES], sx = z, sb = z, sg = z;
+    float ls[GO_V8_LEAVES];
+    bool lrow[GO_V8_LEAVES];
+#pragma unroll
+    for (int j = 0; j < GO_V8_LEAVES; j++) {
+        lv[j] = z, ls[j] = 0.0f;
+        const int l = kb[j] < 0 ? 0 : f.ins[kb[j]].leaf;
+        lrow[j] = kb[j] >= 0 && go_leaf_mode(f, l) == 1;
+        if (!on || kb[j] < 0) continue;
+        if (lrow[j]) lv[j] = go_ld8<T>(f.leaf[l], at);
+        else ls[j] = go_ld(f.leaf[l], f.leaf_dtype[l], 0);
+    }
+    if (on) {
+        xv = go_ld8<T, CG>(f.leaf[0], at);
+        if (f.gamma) gv = go_ld8<T>(f.gamma, c);
+        if (f.sk_y) {
+            sx = go_ld8<T>(f.sk_x, at);
+            sg = go_ld8<T>(f.sk_gamma, c);
+            if (f.sk_bias) sb = go_ld8<T>(f.sk_bias, c);
+        }
+    }
+    float v[8], g[8], ss = 0.0f;
+    gc_unpack<T>(xv, v);
+    gc_unpack<T>(gv, g);
+#pragma unroll
+    for (int e = 0; e < 8; e++) ss += v[e] * v[e];
+    ss = gc_block_sum(ss, scratch);
+    const float q = ss / (float)dim + f.eps, inv = rsqrtf(q), sq = sqrtf(q);
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        v[e] = go_round(f.norm_dtype, f.norm_div ? v[e] / sq : v[e] * inv * (f.gamma ? g[e] : 1.0f));
+    for (int k = 0, j = 0; k < f.n_ins; k++) {
+        const gops_fuse_ins in = f.ins[k];
+        float o[8];
+        if (in.kind == GOPS_FUSE_BINARY) { /* the j-th preloaded leaf, by selects (no local array) */
+            const uint4 u = j == 0 ? lv[0] : j == 1 ? lv[1] : lv[2];
+            const float sv = j == 0 ? ls[0] : j == 1 ? ls[1] : ls[2];
+            const bool rw = j == 0 ? lrow[0] : j == 1 ? lrow[1] : lrow[2];
+            gc_unpack<T>(u, o);
+#pragma unroll
+            for (int e = 0; e < 8; e++) o[e] = rw ? o[e] : sv;
+            j++;
+        }
+        go_ins_ept<8>(in, v, o);
+    }
+    if (on) go_st8<T>(f.y, at, v);
+    if (!f.sk_y) return;
+    /* the skip norm: t = round(c) + x (+ bias), as go_norm_chain_row_ept */
+    float t[8], b[8];
+    gc_unpack<T>(sx, t);
+    gc_unpack<T>(sb, b);
+    gc_unpack<T>(sg, g);
+    ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        t[e] = on ? go_round(go_dt<T>::v, v[e]) + t[e] : 0.0f;
+        if (f.sk_bias) t[e] += b[e];
+        ss += t[e] * t[e];
+    }
+    ss = gc_block_sum(ss, scratch);
+    const float inv2 = rsqrtf(ss / (float)dim + f.sk_eps);
+    if (!on) return;
+    if (f.sk_sum) go_st8<T>(f.sk_sum, at, t);
+#pragma unroll
+    for (int e = 0; e < 8; e++) t[e] = t[e] * inv2 * g[e];
+    go_st8<T>(f.sk_y, at, t);
+}
+
 /* One row of an RMSNorm-headed chain: leaf 0's elements [row, row +
  * norm_dim) summed in squares by the block, then each normalised, scaled,
  * rounded to norm_dtype and sent through the chain into f.y. CG: leaf 0

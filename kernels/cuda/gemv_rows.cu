@@ -40,6 +40,7 @@ typedef struct rows_set {
     unsigned modes; /* EPI 1, 3: each leaf's layout against the output (go_chain_modes) */
     int y1_leaf;    /* EPI 3: the chain's leaf that is y[1] as the output lays it out, or -1 */
     int l2ef;       /* the weights evict first from L2 (rows_policy; GRAFT_CUDA_L2EF=0: not) */
+    int v8;         /* EPI 2: a 2-byte row by go_norm_chain_row_v8 where it applies (GRAFT_CUDA_ROWS_V8=0: not) */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once); ef: with
@@ -384,7 +385,13 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 || EPI == 2 ? 1 : EPI =
     if constexpr (EPI == 2) {
         __shared__ float scratch[32];
         if (!gc_last_block(counter, gridDim.x)) return;
-        go_norm_chain_row<int, true>(tail, 0, scratch); /* and the skip norm after it (sk_y) */
+        /* and the skip norm after it (sk_y) */
+        if constexpr (sizeof(T) == 2) {
+            if (set.v8 && go_norm_v8_ok<T>(tail)) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch);
+            else go_norm_chain_row<int, true>(tail, 0, scratch);
+        } else {
+            go_norm_chain_row<int, true>(tail, 0, scratch);
+        }
         if (threadIdx.x == 0) *counter = 0;
     }
 }
@@ -462,6 +469,12 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         l2ef = !le || strcmp(le, "0");
     }
     set.l2ef = l2ef;
+    static int v8 = -1;
+    if (v8 < 0) {
+        const char *e = getenv("GRAFT_CUDA_ROWS_V8");
+        v8 = !e || strcmp(e, "0");
+    }
+    set.v8 = v8;
     int64_t rows = 0;
     int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain, then an RMSNorm */
     if (pchain) {

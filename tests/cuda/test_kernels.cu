@@ -1076,6 +1076,22 @@ static void test_gemv_tail(int dt, int K, int N)
         CK(gcuda_gemv_rows_tail(dt, dx, dw, dy, K, N, &f, counter, NULL, &E));
         check("gemv rows + rmsnorm+tanh+add*scalar-sub", fmt("K%d N%d", K, N), dt, ddown(dt, f.y, N), ref);
     }
+    { /* four binary instructions: more leaves than go_norm_chain_row_v8 loads at once (the other path) */
+        auto g = rnd(dt, N, 0.5f, 1.5f), rr = rnd(dt, N), sc = rnd(dt, 1, 0.5f, 2.0f), r2 = rnd(dt, N);
+        base(4);
+        int lg = leaf(g, false), lr = leaf(rr, false), ls = leaf(sc, true), l2 = leaf(r2, false);
+        f.norm_dim = N, f.gamma = f.leaf[lg], f.eps = 1e-6f, f.norm_dtype = dt;
+        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, lr, 1, dt, 0, 0};
+        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, ls, 0, dt, 0, 0};
+        f.ins[2] = {GOPS_FUSE_BINARY, GOPS_SUB, l2, 0, dt, 0, 0};
+        f.ins[3] = {GOPS_FUSE_BINARY, GOPS_ADD, lr, 0, dt, 0, 0};
+        auto nv = normed(g);
+        for (int r = 0; r < N; r++)
+            ref[r] = round_to(dt, round_to(dt, round_to(dt, round_to(dt, rr[r] + nv[r]) * sc[0]) - r2[r]) + rr[r]);
+        f.y = dpoisoned(dt, N);
+        CK(gcuda_gemv_rows_tail(dt, dx, dw, dy, K, N, &f, counter, NULL, &E));
+        check("gemv rows + rmsnorm+add*scalar-sub+add", fmt("K%d N%d", K, N), dt, ddown(dt, f.y, N), ref);
+    }
     { /* RMSNorm(y) * gamma, then the skip RMSNorm of residual + that (+ bias): sum and output */
         auto g = rnd(dt, N, 0.5f, 1.5f), rr = rnd(dt, N), bb = rnd(dt, N, -0.5f, 0.5f), g2 = rnd(dt, N, 0.5f, 1.5f);
         for (int with_bias = 0; with_bias < 2; with_bias++) {
