@@ -270,7 +270,7 @@ template <int EPI, int PRO> __host__ __device__ constexpr bool rows_loops() { re
  * before the current group's sums and epilogue, so that its weights
  * stream without a gap. */
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
-__global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 || EPI == 2 ? 1 : EPI == 1 ? 6 : 5)
+__global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 ? 6 : 5)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
 {
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
