@@ -268,7 +268,10 @@ template <int EPI, int PRO> __host__ __device__ constexpr bool rows_loops() { re
  * launched with a block a group; fewer blocks: rows_launch), computing its
  * prologue once; a vector kernel issues the next group's first loads
  * before the current group's sums and epilogue, so that its weights
- * stream without a gap. */
+ * stream without a gap. Blocks an SM the compiler must allow: 6 for the
+ * per-element kernels (39 registers), 4 for a last block's
+ * (go_norm_chain_row_v8 would take 75-80 registers, 3 blocks: E2B 31 us
+ * a step slower; held to 64, it spills a few bytes in the last block). */
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
 __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 ? 6 : 5)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
