@@ -379,7 +379,7 @@ static bool close_container(tj_p *p, size_t base, tj_val *out, tj_type t, size_t
     size_t nv = p->sn - base;
     tj_val *items = arena_alloc(p->doc, (nv ? nv : 1) * sizeof *items);
     if (!items) return fail_at(p, p->s, "out of memory");
-    memcpy(items, p->stack + base, nv * sizeof *items);
+    if (nv) memcpy(items, p->stack + base, nv * sizeof *items); /* an empty container: the stack may be NULL */
     p->sn = base;
     out->type = t;
     out->n = (uint32_t)count;
