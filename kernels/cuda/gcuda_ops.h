@@ -40,9 +40,29 @@ graft_status gops_binary(gops_binary_op op, int dtype, const gops_shape *sh, con
                          gcuda_stream s, graft_error *err);
 
 /* y (contiguous over sh) = cond ? x : z; cond uint8 (bool) through
- * sh.st[0], x through st[1], z through st[2]. */
+ * sh.st[0], x through st[1], z through st[2]. dtype: a float type, or
+ * BOOL, INT32, INT64 (elements moved as they are). */
 graft_status gops_where(int dtype, const gops_shape *sh, const uint8_t *cond, const void *x, const void *z, void *y,
                         gcuda_stream s, graft_error *err);
+
+/* Integer ops, for the subgraph of a graph's input ids when the ids live
+ * on the device (a pipelined decode): dtype INT64 or INT32 throughout,
+ * compares writing bool (uint8). y (contiguous over sh) = a op b. */
+typedef enum gops_int_op {
+    GOPS_I_ADD, GOPS_I_SUB, GOPS_I_MUL, GOPS_I_MAX, GOPS_I_MIN, GOPS_I_EQUAL, GOPS_I_LESS, GOPS_I_GREATER
+} gops_int_op;
+graft_status gops_int_binary(gops_int_op op, int dtype, const gops_shape *sh, const void *a, const void *b, void *y,
+                             gcuda_stream s, graft_error *err);
+/* y[i] = min(max(x[i], lo), hi), INT64 or INT32. */
+graft_status gops_int_clip(int dtype, const void *x, void *y, int64_t n, int64_t lo, int64_t hi, gcuda_stream s,
+                           graft_error *err);
+/* y[i] = (dst) x[i] between BOOL, INT32 and INT64 (to BOOL: x != 0). */
+graft_status gops_int_cast(int src_dtype, int dst_dtype, const void *x, void *y, int64_t n, gcuda_stream s,
+                           graft_error *err);
+/* Running sums along the middle axis of [outer, len, inner] (ONNX CumSum:
+ * exclusive leaves out the element itself, reverse runs from the end). */
+graft_status gops_int_cumsum(int dtype, const void *x, void *y, int64_t outer, int64_t len, int64_t inner,
+                             int exclusive, int reverse, gcuda_stream s, graft_error *err);
 
 typedef enum gops_unary_op {
     GOPS_NEG, GOPS_SQRT, GOPS_TANH, GOPS_SIGMOID, GOPS_GELU_ERF, GOPS_GELU_TANH, GOPS_CLIP, GOPS_RELU,
@@ -158,6 +178,11 @@ graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0,
 #define GOPS_ARGMAX_WS (16 + GOPS_ARGMAX_BLOCKS * 16)
 graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, void *ws, gcuda_stream s,
                          graft_error *err);
+/* The same, the id also (or only: out NULL) to *out32 as an int32 (a graph's
+ * int32 input ids), and x copied to keep (n elements of dtype; NULL: not)
+ * in the same pass: the row kept while the next step overwrites x. */
+graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, int32_t *out32, void *keep, void *ws,
+                            gcuda_stream s, graft_error *err);
 
 /* Attention for any number of query rows: one block per (batch, query
  * head, query row), online softmax over the keys. Q rows [hd], K/V rows

@@ -96,6 +96,16 @@ __global__ void go_where_kernel(gops_shape sh, const uint8_t *c, const T *x, con
     }
 }
 
+template <typename U>
+static graft_status go_where_bits(const gops_shape *sh, const uint8_t *cond, const void *x, const void *z, void *y,
+                                  int64_t n, gcuda_stream s, graft_error *err)
+{
+    gc_launch(gcuda_pdl_all(), (go_where_kernel<U>), gc_blocks(n, 256), 256, 0, s, *sh, cond, (const U *)x,
+              (const U *)z, (U *)y, n);
+    GCUDA_CHECK_LAUNCH("go_where_kernel");
+    return GRAFT_OK;
+}
+
 extern "C" graft_status gops_where(int dtype, const gops_shape *sh, const uint8_t *cond, const void *x, const void *z,
                                    void *y, gcuda_stream s, graft_error *err)
 {
@@ -103,11 +113,193 @@ extern "C" graft_status gops_where(int dtype, const gops_shape *sh, const uint8_
     if (rc) return rc;
     int64_t n = go_numel(sh);
     if (!n) return GRAFT_OK;
+    switch (dtype) { /* integers and bool: their bits */
+    case GRAFT_DTYPE_INT64: return go_where_bits<uint64_t>(sh, cond, x, z, y, n, s, err);
+    case GRAFT_DTYPE_INT32: return go_where_bits<uint32_t>(sh, cond, x, z, y, n, s, err);
+    case GRAFT_DTYPE_BOOL: return go_where_bits<uint8_t>(sh, cond, x, z, y, n, s, err);
+    default: break;
+    }
     GCUDA_DISPATCH(dtype, "gops_where", {
         gc_launch(gcuda_pdl_all(), (go_where_kernel<T>), gc_blocks(n, 256), 256, 0, s, *sh, cond, (const T *)x,
                   (const T *)z, (T *)y, n);
         GCUDA_CHECK_LAUNCH("go_where_kernel");
     });
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------ integers */
+
+template <typename T, int OP>
+__global__ void go_int_binary_kernel(gops_shape sh, const T *a, const T *b, void *y, int64_t n)
+{
+    gc_pdl_wait();
+    gc_pdl_trigger();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[2];
+        go_offsets<2>(sh, i, off);
+        const T u = a[off[0]], v = b[off[1]];
+        if (OP == GOPS_I_EQUAL) ((uint8_t *)y)[i] = u == v;
+        else if (OP == GOPS_I_LESS) ((uint8_t *)y)[i] = u < v;
+        else if (OP == GOPS_I_GREATER) ((uint8_t *)y)[i] = u > v;
+        else /* wrapping arithmetic, as the host's (two's complement) */
+            ((T *)y)[i] = OP == GOPS_I_ADD   ? (T)((uint64_t)u + (uint64_t)v)
+                          : OP == GOPS_I_SUB ? (T)((uint64_t)u - (uint64_t)v)
+                          : OP == GOPS_I_MUL ? (T)((uint64_t)u * (uint64_t)v)
+                          : OP == GOPS_I_MAX ? (u > v ? u : v)
+                                             : (u < v ? u : v);
+    }
+}
+
+template <typename T>
+static graft_status go_int_binary_t(gops_int_op op, const gops_shape *sh, const T *a, const T *b, void *y, int64_t n,
+                                    gcuda_stream s, graft_error *err)
+{
+    unsigned g = gc_blocks(n, 256);
+    bool p = gcuda_pdl_all();
+    switch (op) {
+    case GOPS_I_ADD: gc_launch(p, (go_int_binary_kernel<T, GOPS_I_ADD>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_I_SUB: gc_launch(p, (go_int_binary_kernel<T, GOPS_I_SUB>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_I_MUL: gc_launch(p, (go_int_binary_kernel<T, GOPS_I_MUL>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_I_MAX: gc_launch(p, (go_int_binary_kernel<T, GOPS_I_MAX>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_I_MIN: gc_launch(p, (go_int_binary_kernel<T, GOPS_I_MIN>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_I_EQUAL: gc_launch(p, (go_int_binary_kernel<T, GOPS_I_EQUAL>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_I_LESS: gc_launch(p, (go_int_binary_kernel<T, GOPS_I_LESS>), g, 256, 0, s, *sh, a, b, y, n); break;
+    case GOPS_I_GREATER: gc_launch(p, (go_int_binary_kernel<T, GOPS_I_GREATER>), g, 256, 0, s, *sh, a, b, y, n); break;
+    default: return gcuda_errf(err, GRAFT_EINVAL, "gops_int_binary: op %d", (int)op);
+    }
+    GCUDA_CHECK_LAUNCH("go_int_binary_kernel");
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gops_int_binary(gops_int_op op, int dtype, const gops_shape *sh, const void *a, const void *b,
+                                        void *y, gcuda_stream s, graft_error *err)
+{
+    graft_status rc = go_check_shape(sh, "gops_int_binary", err);
+    if (rc) return rc;
+    int64_t n = go_numel(sh);
+    if (!n) return GRAFT_OK;
+    if (dtype == GRAFT_DTYPE_INT64) return go_int_binary_t<int64_t>(op, sh, (const int64_t *)a, (const int64_t *)b, y, n, s, err);
+    if (dtype == GRAFT_DTYPE_INT32) return go_int_binary_t<int32_t>(op, sh, (const int32_t *)a, (const int32_t *)b, y, n, s, err);
+    return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_int_binary: dtype %d", dtype);
+}
+
+template <typename T> __global__ void go_int_clip_kernel(const T *x, T *y, int64_t n, int64_t lo, int64_t hi)
+{
+    gc_pdl_wait();
+    gc_pdl_trigger();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t v = x[i];
+        y[i] = (T)(v < lo ? lo : v > hi ? hi : v);
+    }
+}
+
+extern "C" graft_status gops_int_clip(int dtype, const void *x, void *y, int64_t n, int64_t lo, int64_t hi,
+                                      gcuda_stream s, graft_error *err)
+{
+    if (n <= 0) return GRAFT_OK;
+    unsigned g = gc_blocks(n, 256);
+    if (dtype == GRAFT_DTYPE_INT64)
+        gc_launch(gcuda_pdl_all(), go_int_clip_kernel<int64_t>, g, 256, 0, s, (const int64_t *)x, (int64_t *)y, n, lo, hi);
+    else if (dtype == GRAFT_DTYPE_INT32)
+        gc_launch(gcuda_pdl_all(), go_int_clip_kernel<int32_t>, g, 256, 0, s, (const int32_t *)x, (int32_t *)y, n, lo, hi);
+    else return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_int_clip: dtype %d", dtype);
+    GCUDA_CHECK_LAUNCH("go_int_clip_kernel");
+    return GRAFT_OK;
+}
+
+template <typename S, typename D> __global__ void go_int_cast_kernel(const S *x, D *y, int64_t n, bool to_bool)
+{
+    gc_pdl_wait();
+    gc_pdl_trigger();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = to_bool ? (D)(x[i] != 0) : (D)x[i];
+}
+
+template <typename S>
+static graft_status go_int_cast_from(int dst, const S *x, void *y, int64_t n, gcuda_stream s, graft_error *err)
+{
+    unsigned g = gc_blocks(n, 256);
+    bool p = gcuda_pdl_all();
+    switch (dst) {
+    case GRAFT_DTYPE_INT64: gc_launch(p, go_int_cast_kernel<S, int64_t>, g, 256, 0, s, x, (int64_t *)y, n, false); break;
+    case GRAFT_DTYPE_INT32: gc_launch(p, go_int_cast_kernel<S, int32_t>, g, 256, 0, s, x, (int32_t *)y, n, false); break;
+    case GRAFT_DTYPE_BOOL: gc_launch(p, go_int_cast_kernel<S, uint8_t>, g, 256, 0, s, x, (uint8_t *)y, n, true); break;
+    default: return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_int_cast: to dtype %d", dst);
+    }
+    GCUDA_CHECK_LAUNCH("go_int_cast_kernel");
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gops_int_cast(int src_dtype, int dst_dtype, const void *x, void *y, int64_t n, gcuda_stream s,
+                                      graft_error *err)
+{
+    if (n <= 0) return GRAFT_OK;
+    switch (src_dtype) {
+    case GRAFT_DTYPE_INT64: return go_int_cast_from<int64_t>(dst_dtype, (const int64_t *)x, y, n, s, err);
+    case GRAFT_DTYPE_INT32: return go_int_cast_from<int32_t>(dst_dtype, (const int32_t *)x, y, n, s, err);
+    case GRAFT_DTYPE_BOOL: return go_int_cast_from<uint8_t>(dst_dtype, (const uint8_t *)x, y, n, s, err);
+    default: return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_int_cast: from dtype %d", src_dtype);
+    }
+}
+
+/* A block a line (outer, inner) of the axis: each thread sums a run of
+ * consecutive elements, a scan over the threads' sums in shared memory
+ * gives each run's offset, the runs are written in a second pass. */
+#define GO_CUMSUM_THREADS 256
+template <typename T>
+__global__ void __launch_bounds__(GO_CUMSUM_THREADS)
+    go_int_cumsum_kernel(const T *x, T *y, int64_t outer, int64_t len, int64_t inner, bool excl, bool rev)
+{
+    __shared__ uint64_t part[GO_CUMSUM_THREADS];
+    gc_pdl_wait();
+    gc_pdl_trigger();
+    const int64_t per = (len + GO_CUMSUM_THREADS - 1) / GO_CUMSUM_THREADS;
+    for (int64_t l = blockIdx.x; l < outer * inner; l += gridDim.x) {
+        const int64_t o = l / inner, in = l % inner, k0 = threadIdx.x * per;
+        /* k: the position in scan order; at(k): its element */
+#define GO_AT(k) ((o * len + (rev ? len - 1 - (k) : (k))) * inner + in)
+        uint64_t sum = 0;
+        for (int64_t k = k0; k < k0 + per && k < len; k++) sum += (uint64_t)x[GO_AT(k)];
+        part[threadIdx.x] = sum;
+        __syncthreads();
+        for (int off = 1; off < GO_CUMSUM_THREADS; off <<= 1) { /* inclusive scan of the runs' sums */
+            uint64_t v = threadIdx.x >= off ? part[threadIdx.x - off] : 0;
+            __syncthreads();
+            part[threadIdx.x] += v;
+            __syncthreads();
+        }
+        uint64_t acc = threadIdx.x ? part[threadIdx.x - 1] : 0;
+        for (int64_t k = k0; k < k0 + per && k < len; k++) {
+            const int64_t at = GO_AT(k);
+            const T v = x[at];
+            if (excl) {
+                y[at] = (T)acc;
+                acc += (uint64_t)v;
+            } else {
+                acc += (uint64_t)v;
+                y[at] = (T)acc;
+            }
+        }
+#undef GO_AT
+        __syncthreads(); /* part is reused by the block's next line */
+    }
+}
+
+extern "C" graft_status gops_int_cumsum(int dtype, const void *x, void *y, int64_t outer, int64_t len, int64_t inner,
+                                        int exclusive, int reverse, gcuda_stream s, graft_error *err)
+{
+    if (outer < 0 || len < 0 || inner < 0) return gcuda_errf(err, GRAFT_EINVAL, "gops_int_cumsum: negative extent");
+    int64_t lines = outer * inner;
+    if (!lines || !len) return GRAFT_OK;
+    unsigned g = (unsigned)(lines < 4096 ? lines : 4096), b = GO_CUMSUM_THREADS;
+    if (dtype == GRAFT_DTYPE_INT64)
+        gc_launch(gcuda_pdl_all(), go_int_cumsum_kernel<int64_t>, g, b, 0, s, (const int64_t *)x, (int64_t *)y, outer,
+                  len, inner, exclusive != 0, reverse != 0);
+    else if (dtype == GRAFT_DTYPE_INT32)
+        gc_launch(gcuda_pdl_all(), go_int_cumsum_kernel<int32_t>, g, b, 0, s, (const int32_t *)x, (int32_t *)y, outer,
+                  len, inner, exclusive != 0, reverse != 0);
+    else return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gops_int_cumsum: dtype %d", dtype);
+    GCUDA_CHECK_LAUNCH("go_int_cumsum_kernel");
     return GRAFT_OK;
 }
 
@@ -358,7 +550,9 @@ __device__ __forceinline__ void go_amax_block(float &bv, int64_t &bi, int64_t n)
         for (int w = 1; w < GO_AMAX_THREADS / 32; w++) go_amax_take(sv[w], si[w], n, bv, bi);
 }
 
-template <typename T> __global__ void __launch_bounds__(GO_AMAX_THREADS) go_argmax_kernel(const T *x, int64_t n, bool vec, int64_t *out, void *ws)
+template <typename T>
+__global__ void __launch_bounds__(GO_AMAX_THREADS)
+    go_argmax_kernel(const T *x, int64_t n, bool vec, int64_t *out, int32_t *out32, T *keep, void *ws)
 {
     constexpr int V = 16 / (int)sizeof(T);
     unsigned *counter = (unsigned *)ws;
@@ -371,12 +565,15 @@ template <typename T> __global__ void __launch_bounds__(GO_AMAX_THREADS) go_argm
 #pragma unroll 4
     for (int64_t c = t0; c < nv; c += stride) {
         float f[V];
-        gc_unpack<T>(__ldg(reinterpret_cast<const uint4 *>(x) + c), f);
+        const uint4 u = __ldg(reinterpret_cast<const uint4 *>(x) + c);
+        if (keep) reinterpret_cast<uint4 *>(keep)[c] = u;
+        gc_unpack<T>(u, f);
 #pragma unroll
         for (int k = 0; k < V; k++)
             if (f[k] > bv || (bi == n && !isnan(f[k]))) bv = f[k], bi = c * V + k;
     }
     for (int64_t i = nv * V + t0; i < n; i += stride) {
+        if (keep) keep[i] = x[i];
         float v = gc_f(x[i]);
         if (v > bv || (bi == n && !isnan(v))) bv = v, bi = i;
     }
@@ -391,26 +588,36 @@ template <typename T> __global__ void __launch_bounds__(GO_AMAX_THREADS) go_argm
     for (int b = threadIdx.x; b < (int)gridDim.x; b += GO_AMAX_THREADS) go_amax_take(__ldcg(pv + b), __ldcg(pi + b), n, bv, bi);
     go_amax_block(bv, bi, n);
     if (threadIdx.x == 0) {
-        *out = bi == n || isnan(gc_f(x[0])) ? 0 : bi;
+        const int64_t id = bi == n || isnan(gc_f(x[0])) ? 0 : bi;
+        if (out) *out = id;
+        if (out32) *out32 = (int32_t)id;
         *counter = 0;
     }
+}
+
+extern "C" graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, int32_t *out32, void *keep,
+                                       void *ws, gcuda_stream s, graft_error *err)
+{
+    if (n <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: %lld elements", (long long)n);
+    if (!ws || (uintptr_t)ws % 16) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: no 16-byte aligned workspace");
+    size_t es = gcuda_dtype_size(dtype);
+    /* the vector path copies whole vectors: x and keep alike aligned */
+    bool vec = es && (uintptr_t)x % 16 == 0 && (uintptr_t)keep % 16 == 0;
+    int64_t per = (int64_t)GO_AMAX_THREADS * (int64_t)(es ? 16 / es : 1); /* a vector a thread, up to the cap */
+    int64_t blocks = (n + per - 1) / per;
+    if (blocks > GOPS_ARGMAX_BLOCKS) blocks = GOPS_ARGMAX_BLOCKS;
+    GCUDA_DISPATCH(dtype, "gops_argmax", {
+        go_argmax_kernel<T><<<(unsigned)blocks, GO_AMAX_THREADS, 0, s>>>((const T *)x, n, vec, out, out32, (T *)keep,
+                                                                         ws);
+        GCUDA_CHECK_LAUNCH("go_argmax_kernel");
+    });
+    return GRAFT_OK;
 }
 
 extern "C" graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, void *ws, gcuda_stream s,
                                     graft_error *err)
 {
-    if (n <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: %lld elements", (long long)n);
-    if (!ws || (uintptr_t)ws % 16) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: no 16-byte aligned workspace");
-    size_t es = gcuda_dtype_size(dtype);
-    bool vec = es && (uintptr_t)x % 16 == 0;
-    int64_t per = (int64_t)GO_AMAX_THREADS * (int64_t)(es ? 16 / es : 1); /* a vector a thread, up to the cap */
-    int64_t blocks = (n + per - 1) / per;
-    if (blocks > GOPS_ARGMAX_BLOCKS) blocks = GOPS_ARGMAX_BLOCKS;
-    GCUDA_DISPATCH(dtype, "gops_argmax", {
-        go_argmax_kernel<T><<<(unsigned)blocks, GO_AMAX_THREADS, 0, s>>>((const T *)x, n, vec, out, ws);
-        GCUDA_CHECK_LAUNCH("go_argmax_kernel");
-    });
-    return GRAFT_OK;
+    return gops_argmax_to(dtype, x, n, out, NULL, NULL, ws, s, err);
 }
 
 /* ------------------------------------------------------------ attention */

@@ -19,7 +19,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -56,7 +58,12 @@ static const int DTYPES[3] = {GRAFT_DTYPE_FLOAT, GRAFT_DTYPE_FLOAT16, GRAFT_DTYP
 
 static const char *dname(int dt)
 {
-    return dt == GRAFT_DTYPE_FLOAT ? "fp32" : dt == GRAFT_DTYPE_FLOAT16 ? "fp16" : "bf16";
+    return dt == GRAFT_DTYPE_FLOAT     ? "fp32"
+           : dt == GRAFT_DTYPE_FLOAT16 ? "fp16"
+           : dt == GRAFT_DTYPE_INT64   ? "int64"
+           : dt == GRAFT_DTYPE_INT32   ? "int32"
+           : dt == GRAFT_DTYPE_BOOL    ? "bool"
+                                       : "bf16";
 }
 
 static double threshold(int dt)
@@ -1321,13 +1328,31 @@ static void test_argmax(int dt, int n)
         /* twice on one workspace: its counter resets itself */
         CK(gops_argmax(dt, dx, n - off, dout, ws, NULL, &E));
         CK(gops_argmax(dt, dx, n - off, dout, ws, NULL, &E));
+        /* the pipelined decode's form: the id as int32 too, the row kept
+         * (byte for byte; the keep buffer's head poisoned; at c == 7 the
+         * keep buffer misaligned like x, the scalar path) */
+        const size_t es = gcuda_dtype_size(dt), kb = (size_t)(n - off) * es;
+        char *dkeep = (char *)dalloc(kb + 16) + off * es;
+        int32_t *d32 = (int32_t *)dalloc(sizeof(int32_t)), got32 = -7;
+        int64_t *dout2 = (int64_t *)dalloc(sizeof(int64_t)), got2 = -7;
+        CUCK(cudaMemset(dkeep, 0xa5, kb));
+        CUCK(cudaMemset(d32, 0xff, sizeof(int32_t)));
+        CUCK(cudaMemset(dout2, 0xff, sizeof(int64_t)));
+        CK(gops_argmax_to(dt, dx, n - off, c % 2 ? NULL : dout2, d32, dkeep, ws, NULL, &E));
         CK(gcuda_sync(NULL, &E));
         CK(gcuda_download(&got, dout, sizeof got, NULL, &E));
+        CK(gcuda_download(&got32, d32, sizeof got32, NULL, &E));
+        CK(gcuda_download(&got2, dout2, sizeof got2, NULL, &E));
+        std::vector<unsigned char> kept(kb);
+        CK(gcuda_download(kept.data(), dkeep, kb, NULL, &E));
+        const bool keep_ok = !memcmp(kept.data(), h.data() + off * es, kb);
+        const bool ok2 = got32 == want && (c % 2 ? got2 == -1 : got2 == want);
         cases++;
-        if (got != want) {
+        if (got != want || !ok2 || !keep_ok) {
             bad++;
-            fprintf(stderr, "argmax %s n%d case %d: got %lld, want %lld\n", dname(dt), n, c, (long long)got,
-                    (long long)want);
+            fprintf(stderr, "argmax %s n%d case %d: got %lld (int32 %d, second %lld), want %lld; row kept: %s\n",
+                    dname(dt), n, c, (long long)got, (int)got32, (long long)got2, (long long)want,
+                    keep_ok ? "yes" : "NO");
         }
         release_all();
     }
@@ -1364,6 +1389,170 @@ static void test_gather(int dt, int rows, int dim)
         for (int d = 0; d < dim; d++) ref[i * dim + d] = t[(size_t)id * dim + d];
     }
     check("gather_rows", fmt("%dx%d, %zu ids", rows, dim, ids.size()), dt, got, ref);
+    release_all();
+}
+
+/* The integer ops (the input ids' subgraph on the device) against the
+ * host's loops, exactly: a row's error is the number of elements that
+ * differ (outputs poisoned first). Values span both signs and the int32
+ * range's ends (wrapping arithmetic, as the host's two's complement). */
+static void int_row(const char *k, const std::string &shape, int dt, size_t n, size_t bad)
+{
+    row r{k, shape, dt, 0, n, (double)bad, 0.0, bad == 0};
+    g_rows.push_back(r);
+}
+
+template <typename T> static std::vector<T> int_rnd(size_t n, std::mt19937 &g)
+{
+    std::vector<T> v(n);
+    std::uniform_int_distribution<int> d(-6, 6);
+    for (size_t i = 0; i < n; i++) v[i] = (T)d(g);
+    if (n > 3) v[1] = std::numeric_limits<T>::max(), v[2] = std::numeric_limits<T>::min();
+    return v;
+}
+
+template <typename T> static void *int_up(const std::vector<T> &v)
+{
+    void *d = dalloc(v.size() * sizeof(T) + 8);
+    CK(gcuda_upload(d, v.data(), v.size() * sizeof(T), NULL, &E));
+    return d;
+}
+
+template <typename T> static std::vector<T> int_down(const void *d, size_t n)
+{
+    std::vector<T> v(n);
+    CK(gcuda_sync(NULL, &E));
+    CK(gcuda_download(v.data(), d, n * sizeof(T), NULL, &E));
+    return v;
+}
+
+static void *poisoned_bytes(size_t n)
+{
+    void *d = dalloc(n + 8);
+    CUCK(cudaMemset(d, 0x5a, n + 8));
+    return d;
+}
+
+template <typename T> static void test_int_ops(int dt)
+{
+    std::mt19937 g(7);
+    /* a [2, 3, 5] op b [1, 3, 1]: broadcast strides */
+    const int64_t A = 2, B = 3, C = 5, n = A * B * C;
+    auto a = int_rnd<T>((size_t)n, g), b = int_rnd<T>((size_t)B, g);
+    gops_shape sh = {};
+    sh.rank = 3;
+    sh.dims[0] = A, sh.dims[1] = B, sh.dims[2] = C;
+    sh.st[0][0] = B * C, sh.st[0][1] = C, sh.st[0][2] = 1;
+    sh.st[1][0] = 0, sh.st[1][1] = 1, sh.st[1][2] = 0;
+    void *da = int_up(a), *db = int_up(b);
+    const gops_int_op ops[] = {GOPS_I_ADD, GOPS_I_SUB, GOPS_I_MUL, GOPS_I_MAX, GOPS_I_MIN, GOPS_I_EQUAL, GOPS_I_LESS,
+                               GOPS_I_GREATER};
+    const char *names[] = {"int add", "int sub", "int mul", "int max", "int min", "int equal", "int less", "int greater"};
+    for (int k = 0; k < 8; k++) {
+        bool cmp = ops[k] >= GOPS_I_EQUAL;
+        void *dy = poisoned_bytes((size_t)n * sizeof(T));
+        CK(gops_int_binary(ops[k], dt, &sh, da, db, dy, NULL, &E));
+        size_t bad = 0;
+        std::vector<T> y = cmp ? std::vector<T>() : int_down<T>(dy, (size_t)n);
+        std::vector<uint8_t> yb = cmp ? int_down<uint8_t>(dy, (size_t)n) : std::vector<uint8_t>();
+        for (int64_t i = 0; i < n; i++) {
+            using U = typename std::make_unsigned<T>::type;
+            T u = a[(size_t)i], v = b[(size_t)((i / C) % B)];
+            int64_t want = ops[k] == GOPS_I_ADD   ? (int64_t)(T)((U)u + (U)v)
+                           : ops[k] == GOPS_I_SUB ? (int64_t)(T)((U)u - (U)v)
+                           : ops[k] == GOPS_I_MUL ? (int64_t)(T)((U)u * (U)v)
+                           : ops[k] == GOPS_I_MAX ? (int64_t)std::max(u, v)
+                           : ops[k] == GOPS_I_MIN ? (int64_t)std::min(u, v)
+                           : ops[k] == GOPS_I_EQUAL ? (int64_t)(u == v)
+                           : ops[k] == GOPS_I_LESS  ? (int64_t)(u < v)
+                                                    : (int64_t)(u > v);
+            bad += (cmp ? (int64_t)yb[(size_t)i] : (int64_t)y[(size_t)i]) != want;
+        }
+        int_row(names[k], "[2,3,5] by [1,3,1]", dt, (size_t)n, bad);
+    }
+    /* clip */
+    {
+        void *dy = poisoned_bytes((size_t)n * sizeof(T));
+        CK(gops_int_clip(dt, da, dy, n, -2, 3, NULL, &E));
+        auto y = int_down<T>(dy, (size_t)n);
+        size_t bad = 0;
+        for (int64_t i = 0; i < n; i++) bad += y[(size_t)i] != std::min<T>(std::max<T>(a[(size_t)i], -2), 3);
+        int_row("int clip", "30, [-2, 3]", dt, (size_t)n, bad);
+    }
+    /* casts to and from bool and the other width */
+    {
+        const int other = dt == GRAFT_DTYPE_INT64 ? GRAFT_DTYPE_INT32 : GRAFT_DTYPE_INT64;
+        void *db8 = poisoned_bytes((size_t)n), *dw = poisoned_bytes((size_t)n * 8), *dback = poisoned_bytes((size_t)n * sizeof(T));
+        CK(gops_int_cast(dt, GRAFT_DTYPE_BOOL, da, db8, n, NULL, &E));
+        CK(gops_int_cast(GRAFT_DTYPE_BOOL, dt, db8, dback, n, NULL, &E));
+        CK(gops_int_cast(dt, other, da, dw, n, NULL, &E));
+        auto yb = int_down<uint8_t>(db8, (size_t)n);
+        auto back = int_down<T>(dback, (size_t)n);
+        size_t bad = 0, badw = 0;
+        for (int64_t i = 0; i < n; i++) bad += yb[(size_t)i] != (a[(size_t)i] != 0) || back[(size_t)i] != (T)(a[(size_t)i] != 0);
+        if (other == GRAFT_DTYPE_INT32) {
+            auto w = int_down<int32_t>(dw, (size_t)n);
+            for (int64_t i = 0; i < n; i++) badw += w[(size_t)i] != (int32_t)a[(size_t)i];
+        } else {
+            auto w = int_down<int64_t>(dw, (size_t)n);
+            for (int64_t i = 0; i < n; i++) badw += w[(size_t)i] != (int64_t)a[(size_t)i];
+        }
+        int_row("int cast", "to bool and back", dt, (size_t)n, bad);
+        int_row("int cast", other == GRAFT_DTYPE_INT32 ? "to int32" : "to int64", dt, (size_t)n, badw);
+    }
+    /* cumsum along the middle axis of [2, 3, 5], [1, 300, 1] (runs of 2, the
+     * last threads idle) and [2, 2049, 3] (runs of 9, the last one short), each mode */
+    for (int shp = 0; shp < 3; shp++) {
+        const int64_t o = shp == 1 ? 1 : A, len = shp == 0 ? B : shp == 1 ? 300 : 2049, in = shp == 1 ? 1 : shp ? 3 : C,
+                      m = o * len * in;
+        auto x = int_rnd<T>((size_t)m, g);
+        void *dx = int_up(x);
+        for (int mode = 0; mode < 4; mode++) {
+            const bool excl = mode & 1, rev = mode & 2;
+            void *dy = poisoned_bytes((size_t)m * sizeof(T));
+            CK(gops_int_cumsum(dt, dx, dy, o, len, in, excl, rev, NULL, &E));
+            auto y = int_down<T>(dy, (size_t)m);
+            size_t bad = 0;
+            for (int64_t oo = 0; oo < o; oo++)
+                for (int64_t ii = 0; ii < in; ii++) {
+                    using U = typename std::make_unsigned<T>::type;
+                    U acc = 0;
+                    for (int64_t k = 0; k < len; k++) {
+                        int64_t j = rev ? len - 1 - k : k, at = (oo * len + j) * in + ii;
+                        if (excl) {
+                            bad += y[(size_t)at] != (T)acc;
+                            acc += (U)x[(size_t)at];
+                        } else {
+                            acc += (U)x[(size_t)at];
+                            bad += y[(size_t)at] != (T)acc;
+                        }
+                    }
+                }
+            int_row("int cumsum", fmt("[%lld,%lld,%lld]%s%s", (long long)o, (long long)len, (long long)in,
+                                      excl ? " exclusive" : "", rev ? " reverse" : ""),
+                    dt, (size_t)m, bad);
+        }
+    }
+    /* where over integers: cond [2, 1, 5], x [2, 3, 5], z a scalar */
+    {
+        std::vector<uint8_t> c((size_t)(A * C));
+        for (size_t i = 0; i < c.size(); i++) c[i] = (uint8_t)(g() & 1);
+        std::vector<T> z = {(T)-9};
+        void *dc = int_up(c), *dz = int_up(z), *dy = poisoned_bytes((size_t)n * sizeof(T));
+        gops_shape w = {};
+        w.rank = 3;
+        w.dims[0] = A, w.dims[1] = B, w.dims[2] = C;
+        w.st[0][0] = C, w.st[0][1] = 0, w.st[0][2] = 1;
+        w.st[1][0] = B * C, w.st[1][1] = C, w.st[1][2] = 1;
+        CK(gops_where(dt, &w, (const uint8_t *)dc, da, dz, dy, NULL, &E));
+        auto y = int_down<T>(dy, (size_t)n);
+        size_t bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t i0 = i / (B * C), i2 = i % C;
+            bad += y[(size_t)i] != (c[(size_t)(i0 * C + i2)] ? a[(size_t)i] : z[0]);
+        }
+        int_row("where", "[2,1,5] ? [2,3,5] : scalar", dt, (size_t)n, bad);
+    }
     release_all();
 }
 
@@ -2197,6 +2386,8 @@ int main(int argc, char **argv)
         test_gather(dt, 1000, 1536);
         test_gather(dt, 50, 100);
     }
+    test_int_ops<int64_t>(GRAFT_DTYPE_INT64);
+    test_int_ops<int32_t>(GRAFT_DTYPE_INT32);
 
     int fails = 0;
     printf("\n| kernel | shape | dtype | non-finite | max err / max ref | threshold | result |\n"
