@@ -23,6 +23,7 @@
 set -u
 if [ "${1:-}" = prepare ]; then
     # graft, libgraft_cuda.so, their non-CUDA .so files and COMMIT as the E2B script packs them, plus test_kernels
+    make BUILD=${BUILD:-build/cudart} -j2 ${BUILD:-build/cudart}/tests/cuda/test_pipeline >/dev/null || exit 1
     DEVCARRY=build/pack bash bench/cuda_e2b_device.sh prepare >/dev/null || exit 1
     ck=$(tests/cuda/build.sh build/ck) || exit 1
     cp "$ck" build/pack/ || exit 1
@@ -83,6 +84,13 @@ if has verify; then
     OUT=/tmp/cuda-verify timeout 240 bash bench/cuda_verify_device.sh run >"$OUT/verify.log" 2>&1
     echo "verify rc=$?"
     sed -n '/=== summary/,$p' "$OUT/verify.log" | cut -c1-190
+    if [ -x .devcarry-rt/test_pipeline ]; then
+        echo "--- the pipelined decode against the step-by-step one (tests/cuda/test_pipeline.c):"
+        for x in .devcarry-rt/x/*/; do
+            env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib timeout 60 .devcarry-rt/test_pipeline "$x" >>"$OUT/pipeline.log" 2>&1
+            echo "rc=$? $(tail -1 "$OUT/pipeline.log" | cut -c1-220)"
+        done
+    fi
     echo "--- each default turned off (and each opt-in on), against the goldens:"
     # VERIFY_SWITCHES="A B ...": these settings instead
     for v in ${VERIFY_SWITCHES:-GRAFT_CUDA_ROWS=0 GRAFT_CUDA_FUSE_TAIL=0 GRAFT_CUDA_FUSE_PRO=0 GRAFT_CUDA_PDL=gemv \

@@ -34,6 +34,8 @@ prepare)
         { echo "$B/graft has no CUDA (build it where nvcc is on PATH)" >&2; exit 1; }
     rm -rf "$D" && mkdir -p "$D/lib" || exit 1
     cp "$B/graft" "$B/libgraft_cuda.so" "$D/" || exit 1
+    # the pipelined decode's test (bench/cuda_all_device.sh verify), when built
+    [ -f "$B/tests/cuda/test_pipeline" ] && cp "$B/tests/cuda/test_pipeline" "$D/"
     for l in $(ldd "$B/graft" | awk '/protobuf-c|jansson|pcre2-8|utf8proc/ {print $3}'); do cp -L "$l" "$D/lib/"; done
     git rev-parse --short HEAD > "$D/COMMIT"
     git status --short --untracked-files=no | sed 's/^/dirty: /' >> "$D/COMMIT"

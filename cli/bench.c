@@ -120,6 +120,9 @@ int graft_cli_bench(int argc, char **argv)
         const char *fb = NULL, *info = graft_generator_device_info(g, &fb, &n_fb);
         printf("device: %s\n", info);
         if (n_fb) printf("%zu nodes run on host kernels: %s\n", n_fb, fb);
+        if (t->ahead_launched)
+            printf("pipelined decode: %zu of %zu steps launched the next before their pick came back (%zu undone)\n",
+                   t->ahead_launched, t->decode_tokens, t->ahead_undone);
     }
 done:
     free(ids);

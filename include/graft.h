@@ -405,6 +405,10 @@ typedef struct graft_gen_opts {
 typedef struct graft_gen_timings {
     double load_s, plan_s, prefill_s, decode_s;
     size_t prefill_tokens, decode_tokens;
+    /* greedy decode on CUDA: steps whose next step was launched before
+     * their pick came back, and steps so launched that were undone (the
+     * caller gave another id, or a new prompt came) */
+    size_t ahead_launched, ahead_undone;
 } graft_gen_timings;
 
 /* Opens an export: a directory with model.onnx (and genai_config.json for

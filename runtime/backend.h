@@ -58,13 +58,33 @@ typedef struct rt_backend_vt {
                             graft_error *err);
     /* Optional: what the next runs are: 0 a prefill (or the planning
      * step), 1 a decode step that may run as a CUDA graph, 2 a decode step
-     * without graphs (--no-cuda-graph). */
+     * without graphs (--no-cuda-graph), 3 as 1, pipelined: a run may be set
+     * up while the run before it still runs (argmax_start). */
     void (*set_graphs)(rt_backend *b, int mode);
     /* Optional: *id = the index of the largest value of the last row of
      * output `name` (the lowest on a tie, NaN never; the generator's greedy
      * pick), computed where the output lives so that only the id comes
      * back. GRAFT_EUNSUPPORTED: read the row instead. */
     graft_status (*argmax)(rt_backend *b, const char *name, int64_t *id, graft_error *err);
+    /* Optional, for a pipelined greedy decode (runs of mode 3): argmax
+     * without waiting. argmax_start enqueues, behind the last run, the
+     * argmax of the last row of output `name` written as `ids_dtype` (int64
+     * or int32) to backend memory `ids` (the next run's input ids), and a
+     * copy of that row to backend memory of the backend's (*kept, valid
+     * until argmax_start has been called twice more); *ticket names the
+     * pick for argmax_wait, which waits for it and returns its id. The
+     * caller waits for a mode-3 run's pick before it sets up the run after
+     * the next. GRAFT_EUNSUPPORTED: pick with argmax, and do not pipeline. */
+    graft_status (*argmax_start)(rt_backend *b, const char *name, void *ids, int ids_dtype, const void **kept,
+                                 int *ticket, graft_error *err);
+    graft_status (*argmax_wait)(rt_backend *b, int ticket, int64_t *id, graft_error *err);
+    /* Optional (with argmax_start): host bytes to backend memory, in order
+     * with the runs enqueued; src may be reused on return. */
+    graft_status (*write)(rt_backend *b, void *dst, const void *src, size_t bytes, graft_error *err);
+    /* Optional (with argmax_start), before the first run: input `name`
+     * will be set in backend memory on decode steps (the pipelined input
+     * ids), so what computes from it should run there too. */
+    graft_status (*device_input)(rt_backend *b, const char *name, graft_error *err);
 } rt_backend_vt;
 
 extern const rt_backend_vt rt_backend_cpu;

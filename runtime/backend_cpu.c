@@ -74,5 +74,5 @@ static const char *cpu_fallbacks(rt_backend *b, size_t *count)
 const rt_backend_vt rt_backend_cpu = {
     "cpu",     cpu_available, cpu_open, cpu_free,    cpu_alloc,    cpu_mfree,     cpu_zero,     cpu_set_input,
     cpu_run,   cpu_output,    cpu_swap, cpu_reserve, cpu_copy,     cpu_copy,      cpu_describe, cpu_fallbacks,
-    NULL,      NULL,          NULL,
+    NULL,      NULL,          NULL,         NULL,         NULL,          NULL,         NULL,
 };

@@ -56,6 +56,15 @@ struct graft_generator {
     float *probs;
     uint64_t rng;
     size_t len;
+    /* Pipelined greedy decode (CUDA graphs): each step call launches the
+     * step after it, its input id the device argmax of this one, before it
+     * waits for this one's pick, so that the GPU runs step t + 1 while the
+     * host prepares step t + 2 (GRAFT_PIPELINE=0: off). A different id from
+     * the caller undoes the step launched ahead. */
+    int pipe;               /* may pipeline (greedy, the backend's argmax_start, KV in place, graphs) */
+    void *ids_dev;          /* backend memory: a decode step's input id (the last pick, or the caller's) */
+    int ahead, ahead_ticket; /* a step launched ahead (its length counted in len and the caches) */
+    const void *ahead_kept;  /* ... its logits row, as kept by its pick */
     graft_gen_timings t;
 };
 
@@ -209,8 +218,10 @@ static graft_status set_int_input(graft_generator *g, const char *name, int dtyp
 
 static graft_status fetch_logits(graft_generator *g, graft_error *err);
 
-/* Runs the session on `n` new tokens at position g->len, with the cache. */
-static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, graft_error *err)
+/* Launches the session on `n` new tokens at position g->len, with the
+ * cache: ids from the host, or (ids NULL, n 1, a pipelined step) the one
+ * in g->ids_dev. The step's logits are located, not read. */
+static graft_status launch(graft_generator *g, const int64_t *ids, size_t n, graft_error *err)
 {
     graft_status rc;
     int64_t total = (int64_t)(g->len + n);
@@ -218,10 +229,21 @@ static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, g
         return gerr(err, GRAFT_EINVAL, "sequence of %lld tokens is longer than the context of %d tokens",
                     (long long)total, g->max_ctx);
     for (size_t i = 0; i < n; i++) {
-        put_int(g->ids_buf, g->ids_dtype, i, ids[i]);
+        if (ids) put_int(g->ids_buf, g->ids_dtype, i, ids[i]);
         if (g->have_pos) put_int(g->pos_buf, g->pos_dtype, i, (int64_t)(g->len + i));
     }
-    if ((rc = set_int_input(g, g->ids_name, g->ids_dtype, g->ids_buf, 1, (int64_t)n, err)) != GRAFT_OK) return rc;
+    if (ids) {
+        rc = set_int_input(g, g->ids_name, g->ids_dtype, g->ids_buf, 1, (int64_t)n, err);
+    } else {
+        graft_array a = {0};
+        a.dtype = g->ids_dtype;
+        a.rank = 2;
+        a.dims[0] = a.dims[1] = 1;
+        a.data = g->ids_dev;
+        a.nbytes = g->ids_dtype == GRAFT_DTYPE_INT32 ? 4 : 8;
+        rc = g->be->set_input(g->b, g->ids_name, &a, 1, err);
+    }
+    if (rc != GRAFT_OK) return rc;
     if ((rc = set_int_input(g, g->mask_name, g->mask_dtype, g->mask_buf, 1, total, err)) != GRAFT_OK) return rc;
     if (g->have_pos && (rc = set_int_input(g, g->pos_name, g->pos_dtype, g->pos_buf, 1, (int64_t)n, err)) != GRAFT_OK)
         return rc;
@@ -242,7 +264,8 @@ static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, g
         }
     }
     /* a decode step (one token on a cache) may run as a CUDA graph */
-    if (g->be->set_graphs) g->be->set_graphs(g->b, n == 1 && !g->planning ? (g->o.no_cuda_graph ? 2 : 1) : 0);
+    if (g->be->set_graphs)
+        g->be->set_graphs(g->b, n == 1 && !g->planning ? (g->o.no_cuda_graph ? 2 : ids ? 1 : 3) : 0);
     if ((rc = g->be->run(g->b, err)) != GRAFT_OK) return rc;
     /* present -> next past: in place (bind_kv), else swap buffers, no copies */
     for (size_t l = 0; l < g->n_kv; l++) {
@@ -286,8 +309,15 @@ static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, g
     g->lg_row = (const char *)lg.data + (rows - 1) * vocab * es;
     g->lg_ready = 0;
     g->have_next = 0;
-    /* greedy: the backend's argmax, only the id comes back (the logits are
-     * read when asked for, graft_generator_logits) */
+    return GRAFT_OK;
+}
+
+/* The launched step's result: greedy, the backend's argmax, only the id
+ * comes back (the logits are read when asked for, graft_generator_logits);
+ * else the logits. */
+static graft_status finish(graft_generator *g, graft_error *err)
+{
+    graft_status rc;
     if (g->o.temperature <= 0 && g->be->argmax && !g->planning) {
         graft_error e2 = {0};
         rc = g->be->argmax(g->b, g->logits_name, &g->next_id, &e2);
@@ -301,6 +331,77 @@ static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, g
         }
     }
     return fetch_logits(g, err);
+}
+
+static graft_status run_step(graft_generator *g, const int64_t *ids, size_t n, graft_error *err)
+{
+    graft_status rc = launch(g, ids, n, err);
+    return rc != GRAFT_OK ? rc : finish(g, err);
+}
+
+/* A pipelined step launched: its pick enqueued (ticket, kept row). */
+static graft_status launch_piped(graft_generator *g, int *ticket, const void **kept, graft_error *err)
+{
+    graft_status rc = launch(g, NULL, 1, err);
+    if (rc != GRAFT_OK) return rc;
+    return g->be->argmax_start(g->b, g->logits_name, g->ids_dev, g->ids_dtype, kept, ticket, err);
+}
+
+/* The step launched ahead undone: waited for (its staging is reused two
+ * runs on), its position dropped (the next step writes its cache rows). */
+static graft_status cancel_ahead(graft_generator *g, graft_error *err)
+{
+    if (!g->ahead) return GRAFT_OK;
+    int64_t id;
+    g->ahead = 0;
+    g->t.ahead_undone++;
+    g->len--;
+    for (size_t l = 0; l < g->n_kv; l++) g->kv[l].len--;
+    return g->be->argmax_wait(g->b, g->ahead_ticket, &id, err);
+}
+
+/* A greedy step, pipelined: this one (launched ahead by the last call
+ * when its id is this), then the next one launched on this one's device
+ * pick, then this one's pick waited for. */
+static graft_status step_piped(graft_generator *g, int64_t id, graft_error *err)
+{
+    graft_status rc;
+    int ticket;
+    const void *kept;
+    if (g->ahead && id == g->next_id) {
+        g->ahead = 0;
+        ticket = g->ahead_ticket;
+        kept = g->ahead_kept;
+    } else {
+        if ((rc = cancel_ahead(g, err)) != GRAFT_OK) return rc;
+        int64_t v = id;
+        int32_t v32 = (int32_t)id;
+        const void *src = g->ids_dtype == GRAFT_DTYPE_INT32 ? (const void *)&v32 : (const void *)&v;
+        if ((rc = g->be->write(g->b, g->ids_dev, src, g->ids_dtype == GRAFT_DTYPE_INT32 ? 4 : 8, err)) != GRAFT_OK)
+            return rc;
+        if ((rc = launch(g, NULL, 1, err)) != GRAFT_OK) return rc;
+        graft_error e2 = {0};
+        rc = g->be->argmax_start(g->b, g->logits_name, g->ids_dev, g->ids_dtype, &kept, &ticket, &e2);
+        if (rc == GRAFT_EUNSUPPORTED) { /* the backend will not pipeline: this step's pick as usual */
+            g->pipe = 0;
+            return finish(g, err);
+        }
+        if (rc != GRAFT_OK) {
+            *err = e2;
+            return rc;
+        }
+    }
+    if (g->len + 1 <= (size_t)g->max_ctx) {
+        if ((rc = launch_piped(g, &g->ahead_ticket, &g->ahead_kept, err)) != GRAFT_OK) return rc;
+        g->ahead = 1;
+        g->t.ahead_launched++;
+    }
+    if ((rc = g->be->argmax_wait(g->b, ticket, &g->next_id, err)) != GRAFT_OK) return rc;
+    /* what the caller sees: this step's row and pick */
+    g->lg_row = kept;
+    g->lg_ready = 0;
+    g->have_next = 1;
+    return GRAFT_OK;
 }
 
 /* The last logits row read back from the backend and widened to fp32. */
@@ -451,6 +552,15 @@ graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, 
     g->max_ctx = g->o.max_context > 0 ? g->o.max_context : ctx > 0 && ctx < 4096 ? (int)ctx : 4096;
     g->t.load_s = rt_now() - t0;
     t0 = rt_now();
+    /* a pipelined greedy decode (step_piped): the backend places what
+     * computes from the input ids with them, on the device, before the
+     * planning step */
+    const char *pe = getenv("GRAFT_PIPELINE"), *pp = getenv("GRAFT_KV_PINGPONG");
+    int want_pipe = g->o.temperature <= 0 && !g->o.no_cuda_graph && g->be->bind_kv &&
+                    !(pp && *pp && strcmp(pp, "0") != 0) && g->be->argmax_start && g->be->argmax_wait &&
+                    g->be->write && g->be->device_input && !(pe && !strcmp(pe, "0")) &&
+                    (g->ids_dtype == GRAFT_DTYPE_INT64 || g->ids_dtype == GRAFT_DTYPE_INT32);
+    if (want_pipe && (rc = g->be->device_input(g->b, g->ids_name, err)) != GRAFT_OK) goto fail;
     /* A config's context_length can exceed what the graph holds (a rotary
      * cache of fewer positions, say): without an explicit max_context,
      * halve until a full-cache step runs. */
@@ -472,6 +582,10 @@ graft_status graft_generator_open(const char *path, const graft_gen_opts *opts, 
         g->max_ctx /= 2;
     }
     g->t.plan_s = rt_now() - t0;
+    if (want_pipe && g->kv_in_place) {
+        if ((rc = g->be->alloc(g->b, 8, &g->ids_dev, err)) != GRAFT_OK) goto fail;
+        g->pipe = 1;
+    }
     json_decref(cfg);
     *out = g;
     return GRAFT_OK;
@@ -488,6 +602,7 @@ void graft_generator_free(graft_generator *g)
         g->be->mfree(g->b, g->kv[l].buf[0]);
         g->be->mfree(g->b, g->kv[l].buf[1]);
     }
+    if (g->b && g->ids_dev) g->be->mfree(g->b, g->ids_dev);
     free(g->kv);
     free(g->eos);
     free(g->ids_buf);
@@ -509,10 +624,12 @@ graft_status graft_generator_prefill(graft_generator *g, const int64_t *ids, siz
     if (n == 0) return gerr(err, GRAFT_EINVAL, "empty prompt");
     if (n > (size_t)g->max_ctx)
         return gerr(err, GRAFT_EINVAL, "prompt of %zu tokens is longer than the context of %d tokens", n, g->max_ctx);
+    graft_status rc = cancel_ahead(g, err);
+    if (rc != GRAFT_OK) return rc;
     for (size_t l = 0; l < g->n_kv; l++) g->kv[l].len = 0;
     g->len = 0;
     double t0 = rt_now();
-    graft_status rc = run_step(g, ids, n, err);
+    rc = run_step(g, ids, n, err);
     g->t.prefill_s += rt_now() - t0;
     g->t.prefill_tokens += n;
     return rc;
@@ -521,7 +638,7 @@ graft_status graft_generator_prefill(graft_generator *g, const int64_t *ids, siz
 graft_status graft_generator_step(graft_generator *g, int64_t id, graft_error *err)
 {
     double t0 = rt_now();
-    graft_status rc = run_step(g, &id, 1, err);
+    graft_status rc = g->pipe ? step_piped(g, id, err) : run_step(g, &id, 1, err);
     g->t.decode_s += rt_now() - t0;
     g->t.decode_tokens++;
     return rc;
@@ -602,7 +719,7 @@ int graft_generator_is_eos(const graft_generator *g, int64_t id)
     return 0;
 }
 
-size_t graft_generator_length(const graft_generator *g) { return g->len; }
+size_t graft_generator_length(const graft_generator *g) { return g->len - (size_t)g->ahead; }
 int graft_generator_max_context(const graft_generator *g) { return g->max_ctx; }
 const graft_gen_timings *graft_generator_timings(const graft_generator *g) { return &g->t; }
 const char *graft_generator_dir(const graft_generator *g) { return g->dir; }

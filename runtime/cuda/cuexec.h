@@ -23,6 +23,7 @@ typedef struct cx_val {
     bool sticky;     /* initializer or Constant output: valid across runs */
     bool is_init;    /* an initializer (the weights' upload progress counts it) */
     bool is_input;   /* graph input: set by set_input, not reset per run */
+    bool dtaint;     /* computed from an input that lives on the device (device_input) */
     /* a constant MatMul weight [K, N] whose device copy holds its transpose
      * [N, K], one output per row (cx_rows_plan); t keeps the logical shape */
     bool rows;
@@ -32,8 +33,8 @@ typedef struct cx_val {
      * device rows sit `pitch` rows apart per head (the cache's max_seq);
      * 0: contiguous. The host copy is always contiguous. */
     int64_t pitch;
-    void *pin;       /* pinned staging of per-step uploads (grown, kept) */
-    size_t pcap;
+    void *pin[2];    /* pinned staging of per-step uploads (grown, kept), one per slot (cx_exec.slot) */
+    size_t pcap;     /* bytes of each */
     /* an attention mask's shape, analysed on the host once per run and
      * node kind (runtime/cuda/ops.c) */
     uint64_t an_run[2];
@@ -81,6 +82,7 @@ struct cx_node {
     rt_node n;         /* host binding: kernel, inputs, outputs */
     const cx_op *dop;  /* device implementation or NULL */
     int place;
+    bool dtaint;       /* reads a value computed from a device input: its integer ops run there too */
     bool const_done;   /* Constant: ran once, outputs sticky */
     void *scr;         /* device scratch of the op (cx_scratch), grown at planning */
     size_t scap;
@@ -115,7 +117,7 @@ struct cx_node {
     bool prof_graph;    /* "graph" mode: its events are nodes of the captured graph */
     int shared;        /* Attention reading another layer's cache: 0 unknown, 1 yes, 2 no */
     int shared_k, shared_v; /* ... the bindings (cx_exec.kv) */
-    int64_t *hscr;     /* host scratch (positions to upload) */
+    int64_t *hscr;     /* pinned host scratch (positions to upload): two slots of hcap */
     size_t hcap;
     int fuse;          /* 1: a member of a fused chain before its tail (computes nothing); 2: the tail (runs it);
                         * 3: an RMSNorm that only shapes its output (the RotaryEmbedding after it normalises);
@@ -174,7 +176,7 @@ struct cx_exec {
     cx_kvbind *kv;      /* KV caches bound in place */
     size_t n_kv;
     int32_t *dlen;      /* device [2 * CX_MAX_B]: past lengths, then total lengths (per batch row) */
-    int32_t *hlen;      /* pinned host staging of dlen */
+    int32_t *hlen;      /* pinned host staging of dlen, a slot after the other (2 * 2 * CX_MAX_B) */
     uint64_t run_no;    /* runs so far */
     uint64_t len_run;   /* run_no when dlen was last written */
     int64_t len_past, len_total;
@@ -191,7 +193,18 @@ struct cx_exec {
     bool graphs_off;    /* a decode step asked for none (--no-cuda-graph) */
     bool capturing;
     int cap_abort;      /* set during a capture: 1 needs a copy back (no graphs), 2 transient */
-    cudaGraphExec_t gexec;
+    cudaGraphExec_t gexec[2]; /* one a slot: the pinned staging each one's copies read */
+    uint64_t gexec_gen[2];    /* rp_gen when each was captured */
+    uint64_t rp_gen;          /* bumped by a capture that rewrote the records */
+    /* Pipelined decode (set_graphs mode 3): the generator sets up and
+     * launches step t + 1 while step t runs, its input ids the device argmax
+     * of step t (argmax_start). Per-step host staging (pinned uploads,
+     * lengths, positions, the id read back) then alternates between two
+     * slots, run by run: a run writes slot `slot`, and the run before it,
+     * which may still be running, reads the other one. The generator waits
+     * for run r's result before it sets up run r + 2. Not pipelined: slot 0. */
+    bool pipelined;
+    int slot;
     size_t run_syncs;   /* D2H synchronisations in this run */
     size_t last_syncs;  /* ... in the last eager run */
     cx_node *cur;       /* the device node running while a capture records */
@@ -218,7 +231,10 @@ struct cx_exec {
     char rp_why[200];     /* why the last replay was refused ("" : none) */
     char sync_why[200];   /* the last copy back to the host that a host node waited for */
     char desc2[2048];
-    int64_t *amax_d, *amax_h; /* argmax: device result (its workspace after it) and its pinned copy */
+    int64_t *amax_d, *amax_h; /* argmax: device result (its workspace after it) and its pinned copies, a slot each */
+    void *keep;               /* argmax_start: the logits row kept, a slot each (keep_cap bytes each) */
+    size_t keep_cap;
+    cudaEvent_t amax_ev[2];   /* argmax_start: the id of slot s copied back */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
     bool no_gemv;                   /* GRAFT_CUDA_NO_GEMV: one-row MatMuls on cuBLAS too (read once) */
@@ -243,8 +259,8 @@ struct cx_exec {
      * read at the next replay) */
     double rp_host_s, rp_gpu_s;
     size_t rp_gpu_n;
-    cudaEvent_t rpev[2];
-    bool rpev_pending;
+    cudaEvent_t rpev[2][2]; /* a slot's: before and after its last launch */
+    bool rpev_pending[2];
 };
 
 #define CX_MAX_B 64

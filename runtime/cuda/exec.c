@@ -193,24 +193,29 @@ static graft_status upload(cx_exec *x, cx_val *v, graft_error *err)
             return xerr(err, GRAFT_EUNSUPPORTED, "CUDA graph capture: staging grows");
         }
         size_t alloc = (v->t.nbytes + 255) / 256 * 256;
-        void *p = NULL;
-        cudaError_t e = cudaMallocHost(&p, alloc);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            return xerr(err, GRAFT_ENOMEM, "CUDA: %zu bytes of pinned memory: %s", alloc, cudaGetErrorString(e));
+        void *p[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            cudaError_t e = cudaMallocHost(&p[k], alloc);
+            if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                if (k) cudaFreeHost(p[0]);
+                return xerr(err, GRAFT_ENOMEM, "CUDA: %zu bytes of pinned memory: %s", alloc, cudaGetErrorString(e));
+            }
         }
-        if (v->pin) {
+        if (v->pin[0]) {
             CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise");
-            cudaFreeHost(v->pin);
+            for (int k = 0; k < 2; k++) cudaFreeHost(v->pin[k]);
         }
-        v->pin = p;
+        v->pin[0] = p[0];
+        v->pin[1] = p[1];
         v->pcap = alloc;
     }
-    /* the last step's copy out of this staging has completed: each step
-     * ends in a synchronising read, and a value is uploaded once a step */
-    memcpy(v->pin, v->t.data, v->t.nbytes);
+    /* the last copy out of this slot's staging has completed: each step ends
+     * in a synchronising read, or (pipelined) the run two before this one
+     * has, and a value is uploaded once a step */
+    memcpy(v->pin[x->slot], v->t.data, v->t.nbytes);
     if (x->capturing) rp_up(x, v);
-    CX_CUDA(cudaMemcpyAsync(v->d, v->pin, v->t.nbytes, cudaMemcpyHostToDevice, x->stream), "upload");
+    CX_CUDA(cudaMemcpyAsync(v->d, v->pin[x->slot], v->t.nbytes, cudaMemcpyHostToDevice, x->stream), "upload");
     return GRAFT_OK;
 }
 
@@ -425,14 +430,15 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
             return xerr(err, GRAFT_EUNSUPPORTED, "CUDA graph capture: first lengths");
         }
         CX_CUDA(cudaMalloc((void **)&x->dlen, 2 * CX_MAX_B * sizeof(int32_t)), "lengths");
-        CX_CUDA(cudaMallocHost((void **)&x->hlen, 2 * CX_MAX_B * sizeof(int32_t)), "pinned lengths");
+        CX_CUDA(cudaMallocHost((void **)&x->hlen, 2 * 2 * CX_MAX_B * sizeof(int32_t)), "pinned lengths");
     }
-    /* the previous run's copy has completed: every run ends in a synchronising read */
+    /* the last copy out of this slot has completed (as upload's staging) */
+    int32_t *hl = x->hlen + 2 * CX_MAX_B * x->slot;
     for (int64_t b = 0; b < CX_MAX_B; b++) {
-        x->hlen[b] = (int32_t)past;
-        x->hlen[CX_MAX_B + b] = (int32_t)total;
+        hl[b] = (int32_t)past;
+        hl[CX_MAX_B + b] = (int32_t)total;
     }
-    CX_CUDA(cudaMemcpyAsync(x->dlen, x->hlen, 2 * CX_MAX_B * sizeof(int32_t), cudaMemcpyHostToDevice, x->stream),
+    CX_CUDA(cudaMemcpyAsync(x->dlen, hl, 2 * CX_MAX_B * sizeof(int32_t), cudaMemcpyHostToDevice, x->stream),
             "upload lengths");
     x->len_run = x->run_no;
     x->len_past = past;
@@ -444,9 +450,10 @@ int cx_lens_replay(cx_exec *x, int64_t past, int64_t total)
 {
     if (x->len_run == x->run_no) return past == x->len_past && total == x->len_total;
     if (!x->hlen) return 0;
+    int32_t *hl = x->hlen + 2 * CX_MAX_B * x->slot;
     for (int64_t b = 0; b < CX_MAX_B; b++) {
-        x->hlen[b] = (int32_t)past;
-        x->hlen[CX_MAX_B + b] = (int32_t)total;
+        hl[b] = (int32_t)past;
+        hl[CX_MAX_B + b] = (int32_t)total;
     }
     x->len_run = x->run_no;
     x->len_past = past;
@@ -690,7 +697,8 @@ static void cx_free(rt_backend *b)
         cx_val *v = x->vals[i];
         if (v->t.cap) free(v->t.data);
         if (v->dcap) cudaFree(v->d);
-        if (v->pin) cudaFreeHost(v->pin);
+        for (int k = 0; k < 2; k++)
+            if (v->pin[k]) cudaFreeHost(v->pin[k]);
         free(v);
     }
     free(x->vals);
@@ -704,12 +712,16 @@ static void cx_free(rt_backend *b)
     free(x->out_names);
     free(x->fb);
     free(x->kv);
-    if (x->gexec) cudaGraphExecDestroy(x->gexec);
+    for (int k = 0; k < 2; k++) {
+        if (x->gexec[k]) cudaGraphExecDestroy(x->gexec[k]);
+        for (int e = 0; e < 2; e++)
+            if (x->rpev[k][e]) cudaEventDestroy(x->rpev[k][e]);
+        if (x->amax_ev[k]) cudaEventDestroy(x->amax_ev[k]);
+    }
+    if (x->keep) cudaFree(x->keep);
     if (x->dlen) cudaFree(x->dlen);
     if (x->iota) cudaFree(x->iota);
     if (x->hlen) cudaFreeHost(x->hlen);
-    for (int e = 0; e < 2; e++)
-        if (x->rpev[e]) cudaEventDestroy(x->rpev[e]);
     if (x->pf_fork) cudaEventDestroy(x->pf_fork);
     if (x->pf_join) cudaEventDestroy(x->pf_join);
     if (x->pf_stream) cudaStreamDestroy(x->pf_stream);
@@ -739,6 +751,12 @@ static bool is_meta_op(const rt_node *n)
 static void place(cx_exec *x, cx_node *cn)
 {
     rt_node *n = &cn->n;
+    /* computed from a device input: so are its outputs (not a Shape's) */
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] && cx_v(n->in[j])->dtaint) cn->dtaint = true;
+    if (cn->dtaint && !is_meta_op(n))
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j]) cx_v(n->out[j])->dtaint = true;
     if (is_meta_op(n)) cn->place = CX_META;
     else if (is_view_op(n)) cn->place = CX_VIEW;
     else if (cn->dop && cn->dop->accept(x, cn)) cn->place = CX_DEVICE;
@@ -1289,32 +1307,34 @@ static int replay(cx_exec *x)
     }
     x->replaying = false;
     if (!ok) return 0;
-    if (!x->rpev[0] && (cudaEventCreate(&x->rpev[0]) != cudaSuccess || cudaEventCreate(&x->rpev[1]) != cudaSuccess))
+    cudaEvent_t *ev2 = x->rpev[x->slot];
+    if (!ev2[0] && (cudaEventCreate(&ev2[0]) != cudaSuccess || cudaEventCreate(&ev2[1]) != cudaSuccess))
         (void)cudaGetLastError();
-    bool ev = x->rpev[0] && x->rpev[1] && cudaEventRecord(x->rpev[0], x->stream) == cudaSuccess;
-    if (cudaGraphLaunch(x->gexec, x->stream) != cudaSuccess) {
+    bool ev = ev2[0] && ev2[1] && cudaEventRecord(ev2[0], x->stream) == cudaSuccess;
+    if (cudaGraphLaunch(x->gexec[x->slot], x->stream) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
-    x->rpev_pending = ev && cudaEventRecord(x->rpev[1], x->stream) == cudaSuccess;
+    x->rpev_pending[x->slot] = ev && cudaEventRecord(ev2[1], x->stream) == cudaSuccess;
     return 1;
 }
 
-/* The last replayed graph's GPU time, once it has run (the caller has
- * read its result since). */
+/* The GPU time of the last graph replayed in this slot, once it has run
+ * (the caller has read its result since). */
 static void replay_time(cx_exec *x)
 {
     float ms = 0;
-    if (!x->rpev_pending || cudaEventQuery(x->rpev[1]) != cudaSuccess) {
+    cudaEvent_t *ev = x->rpev[x->slot];
+    if (!x->rpev_pending[x->slot] || cudaEventQuery(ev[1]) != cudaSuccess) {
         (void)cudaGetLastError();
         return;
     }
-    if (cudaEventElapsedTime(&ms, x->rpev[0], x->rpev[1]) == cudaSuccess) {
+    if (cudaEventElapsedTime(&ms, ev[0], ev[1]) == cudaSuccess) {
         x->rp_gpu_s += ms * 1e-3;
         x->rp_gpu_n++;
     }
     (void)cudaGetLastError();
-    x->rpev_pending = false;
+    x->rpev_pending[x->slot] = false;
 }
 
 static graft_status cx_run(rt_backend *b, graft_error *err)
@@ -1328,6 +1348,7 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
      * needed no copy back to the host: the decode steps after the first */
     bool prev = x->graph_prev;
     x->graph_prev = x->graph_step;
+    x->slot = x->pipelined && x->graph_step ? x->slot ^ 1 : 0;
     if (x->prof == 3) prof_graph_collect(x);
     if (!x->graph_step || !prev || x->check || (x->prof && x->prof != 3) || !x->placed || x->no_graph ||
         x->last_syncs) {
@@ -1337,7 +1358,8 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         x->rp_valid = false; /* an eager step may move buffers the graph points at */
         return rc;
     }
-    if (x->gexec && x->rp_valid && !x->no_replay) {
+    cudaGraphExec_t *gx = &x->gexec[x->slot];
+    if (*gx && x->rp_valid && x->gexec_gen[x->slot] == x->rp_gen && !x->no_replay) {
         replay_time(x);
         double t0 = rt_now();
         if (replay(x)) {
@@ -1349,6 +1371,10 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         }
         x->rp_valid = false; /* capture this step, and replay from the next */
     }
+    /* a capture rewrites the records: the other slot's graph, captured with
+     * the old ones, is captured again at its next step (unless these are
+     * the records it was captured with) */
+    if (!x->rp_valid) x->rp_gen++;
     cudaError_t e = cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeRelaxed);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -1375,21 +1401,21 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         x->n_eager++;
         return rc;
     }
-    if (x->gexec) {
+    if (*gx) {
         cudaGraphExecUpdateResultInfo info;
-        if (cudaGraphExecUpdate(x->gexec, gr, &info) == cudaSuccess) {
+        if (cudaGraphExecUpdate(*gx, gr, &info) == cudaSuccess) {
             x->n_update++;
         } else {
             (void)cudaGetLastError();
-            cudaGraphExecDestroy(x->gexec);
-            x->gexec = NULL;
+            cudaGraphExecDestroy(*gx);
+            *gx = NULL;
         }
     }
-    if (!x->gexec) {
-        e = cudaGraphInstantiate(&x->gexec, gr, 0);
+    if (!*gx) {
+        e = cudaGraphInstantiate(gx, gr, 0);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            x->gexec = NULL;
+            *gx = NULL;
             cudaGraphDestroy(gr);
             x->no_graph = "graph instantiation failed";
             rc = run_nodes(x, err);
@@ -1399,10 +1425,11 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         x->n_inst++;
     }
     cudaGraphDestroy(gr);
-    CX_CUDA(cudaGraphLaunch(x->gexec, x->stream), "graph launch");
+    CX_CUDA(cudaGraphLaunch(*gx, x->stream), "graph launch");
     x->prof_pending = x->prof == 3 && x->pstep[0];
     x->n_graph++;
     x->rp_valid = true;
+    x->gexec_gen[x->slot] = x->rp_gen;
     return GRAFT_OK;
 }
 
@@ -1468,6 +1495,10 @@ static graft_status cx_set_input(rt_backend *b, const char *name, const graft_ar
                     (unsigned long long)nb);
     cx_val *v = x->vals[x->in_idx[i]];
     rt_tensor *t = &v->t;
+    /* a captured graph reads a device input where it was, and uploads a host
+     * one: moved, or from one to the other, it is captured again */
+    bool was_dev = t->present && v->d && !v->dcap; /* bound in backend memory last time */
+    if (on_backend ? !was_dev || v->d != a->data : was_dev) x->rp_valid = false;
     t->dtype = a->dtype;
     t->rank = a->rank;
     memcpy(t->dims, a->dims, (size_t)a->rank * sizeof *a->dims);
@@ -1580,26 +1611,102 @@ static graft_status cx_bind_kv(rt_backend *b, const char *past, const char *pres
     return GRAFT_OK;
 }
 
-static graft_status cx_argmax(rt_backend *b, const char *name, int64_t *id, graft_error *err)
+/* The last row of float output `name` on the device, for an argmax. */
+static graft_status amax_row(cx_exec *x, const char *name, const char **row, int64_t *n, graft_error *err)
 {
-    cx_exec *x = (cx_exec *)b;
     cx_val *v = output_val(x, name);
     if (!v || !v->t.present || !v->on_dev || v->pitch || v->t.rank < 1 || !cx_is_float(v->t.dtype))
         return xerr(err, GRAFT_EUNSUPPORTED, "output '%s' is not a float tensor on the device", name);
-    int64_t n = v->t.dims[v->t.rank - 1];
-    if (n <= 0 || v->t.numel % (uint64_t)n) return xerr(err, GRAFT_EUNSUPPORTED, "output '%s' is empty", name);
+    *n = v->t.dims[v->t.rank - 1];
+    if (*n <= 0 || v->t.numel % (uint64_t)*n) return xerr(err, GRAFT_EUNSUPPORTED, "output '%s' is empty", name);
+    *row = (const char *)v->d + (v->t.numel / (uint64_t)*n - 1) * (uint64_t)*n * rt_dtype_size(v->t.dtype);
     if (!x->amax_d) {
         CX_CUDA(cudaMalloc((void **)&x->amax_d, GOPS_ARGMAX_WS + 16), "argmax result");
         CX_CUDA(cudaMemset(x->amax_d, 0, GOPS_ARGMAX_WS + 16), "argmax workspace");
-        CX_CUDA(cudaMallocHost((void **)&x->amax_h, sizeof *x->amax_h), "argmax result (pinned)");
+        CX_CUDA(cudaMallocHost((void **)&x->amax_h, 2 * sizeof *x->amax_h), "argmax result (pinned)");
     }
-    const char *row = (const char *)v->d + (v->t.numel / (uint64_t)n - 1) * (uint64_t)n * rt_dtype_size(v->t.dtype);
-    graft_status rc = gops_argmax(v->t.dtype, row, n, x->amax_d, (char *)x->amax_d + 16, (gcuda_stream)x->stream,
-                                   err);
+    return GRAFT_OK;
+}
+
+static graft_status cx_argmax(rt_backend *b, const char *name, int64_t *id, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    const char *row;
+    int64_t n;
+    graft_status rc = amax_row(x, name, &row, &n, err);
     if (rc != GRAFT_OK) return rc;
-    CX_CUDA(cudaMemcpyAsync(x->amax_h, x->amax_d, sizeof *x->amax_h, cudaMemcpyDeviceToHost, x->stream), "argmax");
+    int dt = output_val(x, name)->t.dtype;
+    rc = gops_argmax(dt, row, n, x->amax_d, (char *)x->amax_d + 16, (gcuda_stream)x->stream, err);
+    if (rc != GRAFT_OK) return rc;
+    int64_t *h = x->amax_h + x->slot;
+    CX_CUDA(cudaMemcpyAsync(h, x->amax_d, sizeof *h, cudaMemcpyDeviceToHost, x->stream), "argmax");
     CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise");
-    *id = *x->amax_h;
+    *id = *h;
+    return GRAFT_OK;
+}
+
+/* The pipelined greedy pick: the argmax of the last run's row enqueued
+ * behind it, the id to ids (the next run's input ids: int64 or int32) and
+ * to the slot's pinned copy, the row to the slot's keep buffer (*kept);
+ * *ticket: the slot, for argmax_wait. Not while profiling or checking
+ * (their steps read the device in between). */
+static graft_status cx_argmax_start(rt_backend *b, const char *name, void *ids, int ids_dtype, const void **kept,
+                                    int *ticket, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    if (x->prof || x->check) return xerr(err, GRAFT_EUNSUPPORTED, "pipelined decode: not while profiling");
+    /* a step that waited for a device value on the host (a host node reading
+     * the input ids, say) is no CUDA graph: pipelining would cost the graphs */
+    if (x->run_syncs) return xerr(err, GRAFT_EUNSUPPORTED, "pipelined decode: the step reads device values on the host");
+    if (ids_dtype != GRAFT_DTYPE_INT64 && ids_dtype != GRAFT_DTYPE_INT32)
+        return xerr(err, GRAFT_EUNSUPPORTED, "input ids of type %s", graft_dtype_name(ids_dtype));
+    const char *row;
+    int64_t n;
+    graft_status rc = amax_row(x, name, &row, &n, err);
+    if (rc != GRAFT_OK) return rc;
+    int dt = output_val(x, name)->t.dtype, s = x->slot;
+    size_t rb = ((size_t)n * rt_dtype_size(dt) + 255) / 256 * 256;
+    if (x->keep_cap < rb) {
+        if (x->keep) {
+            CX_CUDA(cudaStreamSynchronize(x->stream), "synchronise");
+            cudaFree(x->keep);
+            x->keep = NULL;
+            x->keep_cap = 0;
+        }
+        CX_CUDA(cudaMalloc(&x->keep, 2 * rb), "kept logits");
+        x->keep_cap = rb;
+    }
+    for (int k = 0; k < 2 && !x->amax_ev[1]; k++)
+        CX_CUDA(cudaEventCreateWithFlags(&x->amax_ev[k], cudaEventDisableTiming), "argmax event");
+    char *keep = (char *)x->keep + (size_t)s * x->keep_cap;
+    /* int64 ids: the id straight into them, read back from there */
+    bool i64 = ids_dtype == GRAFT_DTYPE_INT64;
+    int64_t *res = i64 ? (int64_t *)ids : x->amax_d;
+    rc = gops_argmax_to(dt, row, n, res, i64 ? NULL : (int32_t *)ids, keep, (char *)x->amax_d + 16,
+                        (gcuda_stream)x->stream, err);
+    if (rc != GRAFT_OK) return rc;
+    CX_CUDA(cudaMemcpyAsync(x->amax_h + s, res, sizeof *x->amax_h, cudaMemcpyDeviceToHost, x->stream), "argmax");
+    CX_CUDA(cudaEventRecord(x->amax_ev[s], x->stream), "argmax event");
+    *kept = keep;
+    *ticket = s;
+    return GRAFT_OK;
+}
+
+static graft_status cx_argmax_wait(rt_backend *b, int ticket, int64_t *id, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    if (ticket < 0 || ticket > 1 || !x->amax_ev[ticket]) return xerr(err, GRAFT_EINVAL, "argmax_wait: no such pick");
+    CX_CUDA(cudaEventSynchronize(x->amax_ev[ticket]), "synchronise");
+    *id = x->amax_h[ticket];
+    return GRAFT_OK;
+}
+
+/* Host bytes to backend memory behind the runs enqueued (the source is
+ * staged by the driver before this returns). */
+static graft_status cx_write(rt_backend *b, void *dst, const void *src, size_t bytes, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    if (bytes) CX_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, x->stream), "write");
     return GRAFT_OK;
 }
 
@@ -1655,11 +1762,27 @@ static const char *cx_describe(rt_backend *b)
     return x->desc2;
 }
 
+/* Input `name` will live on the device in decode steps (a pipelined
+ * decode's input ids): the integer nodes computing from it are placed on
+ * the device with it. Before the first run. */
+static graft_status cx_device_input(rt_backend *b, const char *name, graft_error *err)
+{
+    cx_exec *x = (cx_exec *)b;
+    for (size_t i = 0; i < x->n_in; i++)
+        if (!strcmp(x->in_info[i].name, name)) {
+            if (x->placed) return xerr(err, GRAFT_EINVAL, "device_input '%s': the nodes are placed", name);
+            x->vals[x->in_idx[i]]->dtaint = true;
+            return GRAFT_OK;
+        }
+    return xerr(err, GRAFT_EINVAL, "%s: the graph has no input '%s'", graft_model_path(x->m), name);
+}
+
 static void cx_set_graphs(rt_backend *b, int mode)
 {
     cx_exec *x = (cx_exec *)b;
-    x->graph_step = mode == 1;
-    if (mode == 1) x->graphs = true;
+    x->graph_step = mode == 1 || mode == 3;
+    x->pipelined = mode == 3;
+    if (x->graph_step) x->graphs = true;
     if (mode == 2) x->graphs_off = true;
 }
 
@@ -1673,5 +1796,5 @@ static const char *cx_fallbacks(rt_backend *b, size_t *count)
 const rt_backend_vt rt_backend_cuda = {
     "cuda",  cx_available, cx_open, cx_free,    cx_alloc, cx_mfree,    cx_zero,     cx_set_input,
     cx_run,  cx_output,    cx_swap, cx_reserve, cx_copy,  cx_read,     cx_describe, cx_fallbacks,
-    cx_bind_kv, cx_set_graphs, cx_argmax,
+    cx_bind_kv, cx_set_graphs, cx_argmax, cx_argmax_start, cx_argmax_wait, cx_write, cx_device_input,
 };

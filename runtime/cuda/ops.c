@@ -44,9 +44,58 @@ static int floats(cx_node *cn, int n)
     return 1;
 }
 
+/* Integer nodes run on the device only where they compute from an input
+ * that lives there (cx_node.dtaint: the input ids of a pipelined decode);
+ * the others (an attention mask's arithmetic) stay on the host, where the
+ * attention op reads the mask's shape. */
+static int is_int(int dt) { return dt == GRAFT_DTYPE_INT64 || dt == GRAFT_DTYPE_INT32; }
+
+/* Inputs [0, n) present, integers of one dtype, the node computing from a
+ * device input. */
+static int ints(cx_node *cn, int n)
+{
+    rt_tensor *a = rt_in(&cn->n, 0);
+    if (!cn->dtaint || !a || !is_int(a->dtype)) return 0;
+    for (int i = 1; i < n; i++) {
+        rt_tensor *t = rt_in(&cn->n, i);
+        if (!t || t->dtype != a->dtype) return 0;
+    }
+    return 1;
+}
+
+/* A host constant scalar integer (a Clip bound, a CumSum axis): *v. */
+static int const_int(cx_node *cn, int i, int64_t *v)
+{
+    cx_val *t = cx_in(cn, i);
+    if (!t || !t->sticky || !t->on_host || t->t.numel != 1 || !t->t.data) return 0;
+    if (t->t.dtype == GRAFT_DTYPE_INT64) *v = *(const int64_t *)t->t.data;
+    else if (t->t.dtype == GRAFT_DTYPE_INT32) *v = *(const int32_t *)t->t.data;
+    else return 0;
+    return 1;
+}
+
+static int int_code(const char *op)
+{
+    return !strcmp(op, "Add")       ? GOPS_I_ADD
+           : !strcmp(op, "Sub")     ? GOPS_I_SUB
+           : !strcmp(op, "Mul")     ? GOPS_I_MUL
+           : !strcmp(op, "Max")     ? GOPS_I_MAX
+           : !strcmp(op, "Min")     ? GOPS_I_MIN
+           : !strcmp(op, "Equal")   ? GOPS_I_EQUAL
+           : !strcmp(op, "Less")    ? GOPS_I_LESS
+           : !strcmp(op, "Greater") ? GOPS_I_GREATER
+                                    : -1;
+}
+
 /* ------------------------------------------------------------ elementwise */
 
-static int acc_binary(cx_exec *x, cx_node *cn) { return cn->n.n_out == 1 && floats(cn, 2); }
+static int acc_binary(cx_exec *x, cx_node *cn)
+{
+    return cn->n.n_out == 1 && (floats(cn, 2) || (ints(cn, 2) && int_code(rt_node_op(&cn->n)) >= 0));
+}
+
+/* Equal, Less, Greater: integers only (see ints) */
+static int acc_compare(cx_exec *x, cx_node *cn) { return cn->n.n_out == 1 && ints(cn, 2); }
 
 int cx_binary_code(const char *op)
 {
@@ -62,9 +111,10 @@ int cx_binary_code(const char *op)
 
 static graft_status run_binary(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    int bo = cx_binary_code(rt_node_op(&cn->n));
-    if (bo < 0) return UNSUP(cn, "no device kernel");
     cx_val *a = cx_in(cn, 0), *b = cx_in(cn, 1);
+    int integer = is_int(a->t.dtype);
+    int bo = integer ? int_code(rt_node_op(&cn->n)) : cx_binary_code(rt_node_op(&cn->n));
+    if (bo < 0) return UNSUP(cn, "no device kernel");
     gops_shape sh = {0};
     int64_t od[RT_MAX_RANK];
     if (!k_broadcast(a->t.rank, a->t.dims, b->t.rank, b->t.dims, &sh.rank, od))
@@ -75,8 +125,10 @@ static graft_status run_binary(cx_exec *x, cx_node *cn, graft_error *err)
     k_bstrides(b->t.rank, b->t.dims, sh.rank, od, sh.st[1]);
     TRY(cx_to_dev(x, a, err));
     TRY(cx_to_dev(x, b, err));
-    cx_val *y = cx_out(x, cn, 0, a->t.dtype, sh.rank, od, err);
+    int cmp = integer && bo >= GOPS_I_EQUAL;
+    cx_val *y = cx_out(x, cn, 0, cmp ? GRAFT_DTYPE_BOOL : a->t.dtype, sh.rank, od, err);
     OUT_OR_FAIL(y);
+    if (integer) return gops_int_binary((gops_int_op)bo, a->t.dtype, &sh, a->d, b->d, y->d, STRM(x), err);
     return gops_binary((gops_binary_op)bo, a->t.dtype, &sh, a->d, b->d, y->d, STRM(x), err);
 }
 
@@ -138,7 +190,8 @@ static int out_read(cx_exec *x, cx_node *cn, int j)
 static int acc_where(cx_exec *x, cx_node *cn)
 {
     rt_tensor *c = rt_in(&cn->n, 0), *a = rt_in(&cn->n, 1), *b = rt_in(&cn->n, 2);
-    if (!(c && a && b && c->dtype == GRAFT_DTYPE_BOOL && cx_is_float(a->dtype) && b->dtype == a->dtype)) return 0;
+    if (!(c && a && b && c->dtype == GRAFT_DTYPE_BOOL && b->dtype == a->dtype)) return 0;
+    if (!cx_is_float(a->dtype)) return cn->dtaint && (is_int(a->dtype) || a->dtype == GRAFT_DTYPE_BOOL);
     /* an attention mask made from host conditions stays on the host, where
      * the attention op reads its shape (causal, window) without a copy back */
     if (cn->n.n_out == 1 && feeds_only_masks(x, cn->n.out[0], 0)) return 0;
@@ -170,6 +223,10 @@ static graft_status run_where(cx_exec *x, cx_node *cn, graft_error *err)
 
 static int acc_unary(cx_exec *x, cx_node *cn)
 {
+    int64_t v;
+    if (ints(cn, 1)) /* an integer Clip with constant bounds */
+        return !strcmp(rt_node_op(&cn->n), "Clip") && cn->n.opset >= 11 && (!rt_in(&cn->n, 1) || const_int(cn, 1, &v)) &&
+               (!rt_in(&cn->n, 2) || const_int(cn, 2, &v));
     if (!floats(cn, 1)) return 0;
     if (!strcmp(rt_node_op(&cn->n), "Clip")) {
         if (cn->n.opset < 11) return 1;
@@ -225,6 +282,16 @@ int cx_unary_code(const rt_node *n, float *lo, float *hi)
 
 static graft_status run_unary(cx_exec *x, cx_node *cn, graft_error *err)
 {
+    cx_val *a0 = cx_in(cn, 0);
+    if (is_int(a0->t.dtype)) { /* Clip (acc_unary) */
+        int64_t lo = INT64_MIN, hi = INT64_MAX;
+        if ((rt_in(&cn->n, 1) && !const_int(cn, 1, &lo)) || (rt_in(&cn->n, 2) && !const_int(cn, 2, &hi)))
+            return UNSUP(cn, "min/max");
+        TRY(cx_to_dev(x, a0, err));
+        cx_val *y = cx_out(x, cn, 0, a0->t.dtype, a0->t.rank, a0->t.dims, err);
+        OUT_OR_FAIL(y);
+        return gops_int_clip(a0->t.dtype, a0->d, y->d, (int64_t)a0->t.numel, lo, hi, STRM(x), err);
+    }
     float lo = -INFINITY, hi = INFINITY;
     int u = cx_unary_code(&cn->n, &lo, &hi);
     if (u < 0) return UNSUP(cn, "no device kernel (or Gelu's approximate)");
@@ -241,8 +308,37 @@ static graft_status run_unary(cx_exec *x, cx_node *cn, graft_error *err)
     return gops_unary((gops_unary_op)u, a->t.dtype, a->d, y->d, (int64_t)a->t.numel, lo, hi, STRM(x), err);
 }
 
+/* CumSum of integers along a constant axis (see ints) */
+static int acc_cumsum(cx_exec *x, cx_node *cn)
+{
+    int64_t ax;
+    return cn->n.n_out == 1 && ints(cn, 1) && const_int(cn, 1, &ax);
+}
+
+static graft_status run_cumsum(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    cx_val *a = cx_in(cn, 0);
+    int64_t ax;
+    if (!const_int(cn, 1, &ax)) return UNSUP(cn, "axis");
+    if (ax < -a->t.rank || ax >= a->t.rank || a->t.rank < 1)
+        return rt_err(&cn->n, err, GRAFT_EINVAL, "axis %lld of a rank-%d input", (long long)ax, a->t.rank);
+    if (ax < 0) ax += a->t.rank;
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < ax; d++) outer *= a->t.dims[d];
+    for (int d = (int)ax + 1; d < a->t.rank; d++) inner *= a->t.dims[d];
+    TRY(cx_to_dev(x, a, err));
+    cx_val *y = cx_out(x, cn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
+    OUT_OR_FAIL(y);
+    return gops_int_cumsum(a->t.dtype, a->d, y->d, outer, a->t.dims[ax], inner, (int)rt_attr_int(&cn->n, "exclusive", 0),
+                           (int)rt_attr_int(&cn->n, "reverse", 0), STRM(x), err);
+}
+
 static int acc_cast(cx_exec *x, cx_node *cn)
 {
+    rt_tensor *a = rt_in(&cn->n, 0);
+    int to = (int)rt_attr_int(&cn->n, "to", 0);
+    if (cn->dtaint && a && (is_int(a->dtype) || a->dtype == GRAFT_DTYPE_BOOL))
+        return is_int(to) || to == GRAFT_DTYPE_BOOL;
     if (!floats(cn, 1) || !cx_is_float((int)rt_attr_int(&cn->n, "to", 0))) return 0;
     /* the cast of a host-made attention mask (fp32 Where -> fp16, Gemma's
      * fp16 exports) stays on the host with it, so that the attention op
@@ -261,6 +357,8 @@ static graft_status run_cast(cx_exec *x, cx_node *cn, graft_error *err)
         cudaError_t e = cudaMemcpyAsync(y->d, a->d, a->t.nbytes, cudaMemcpyDeviceToDevice, x->stream);
         return e == cudaSuccess ? GRAFT_OK : cx_cuda_err(cn, err, e, "copy");
     }
+    if (!cx_is_float(to) || !cx_is_float(a->t.dtype))
+        return gops_int_cast(a->t.dtype, to, a->d, y->d, (int64_t)a->t.numel, STRM(x), err);
     return gops_cast(a->t.dtype, to, a->d, y->d, (int64_t)a->t.numel, STRM(x), err);
 }
 
@@ -1406,16 +1504,17 @@ static graft_status run_gqa(cx_exec *x, cx_node *cn, graft_error *err)
                 }
                 cn->hscr = NULL;
                 cn->hcap = 0;
-                if (cudaMallocHost((void **)&cn->hscr, pbytes + 8) != cudaSuccess) {
+                if (cudaMallocHost((void **)&cn->hscr, 2 * pbytes + 8) != cudaSuccess) { /* two slots */
                     (void)cudaGetLastError();
                     cn->hscr = NULL;
                     return rt_err(n, err, GRAFT_ENOMEM, "out of pinned memory");
                 }
                 cn->hcap = (size_t)(B * S);
             }
+            int64_t *hs = cn->hscr + (size_t)x->slot * cn->hcap;
             for (int64_t b = 0; b < B; b++)
-                for (int64_t s = 0; s < S; s++) cn->hscr[b * S + s] = past + s;
-            cudaError_t e = cudaMemcpyAsync(dpos, cn->hscr, pbytes, cudaMemcpyHostToDevice, x->stream);
+                for (int64_t s = 0; s < S; s++) hs[b * S + s] = past + s;
+            cudaError_t e = cudaMemcpyAsync(dpos, hs, pbytes, cudaMemcpyHostToDevice, x->stream);
             if (e != cudaSuccess) return cx_cuda_err(cn, err, e, "positions");
             pp = dpos;
         }
@@ -1549,6 +1648,10 @@ const cx_op cx_ops[] = {
     {"", "Max", acc_binary, run_binary},
     {"", "Min", acc_binary, run_binary},
     {"", "Where", acc_where, run_where},
+    {"", "Equal", acc_compare, run_binary},
+    {"", "Less", acc_compare, run_binary},
+    {"", "Greater", acc_compare, run_binary},
+    {"", "CumSum", acc_cumsum, run_cumsum},
     {"", "Neg", acc_unary, run_unary},
     {"", "Sqrt", acc_unary, run_unary},
     {"", "Tanh", acc_unary, run_unary},
@@ -1661,8 +1764,9 @@ int cx_replay_node(cx_exec *x, cx_node *cn)
         if (past < 0 || !cx_lens_replay(x, past, past + cn->rp_S)) return rp_no(x, cn, "KV length");
         if (cn->rp_hscr) {
             if (!cn->hscr || cn->hcap < (size_t)(cn->rp_B * cn->rp_S)) return rp_no(x, cn, "KV length");
+            int64_t *hs = cn->hscr + (size_t)x->slot * cn->hcap;
             for (int64_t b = 0; b < cn->rp_B; b++)
-                for (int64_t s2 = 0; s2 < cn->rp_S; s2++) cn->hscr[b * cn->rp_S + s2] = past + s2;
+                for (int64_t s2 = 0; s2 < cn->rp_S; s2++) hs[b * cn->rp_S + s2] = past + s2;
         }
         if (cn->rp_mask_in >= 0) { /* the mask must still be the same causal window */
             cx_val *mv = cx_in(cn, cn->rp_mask_in);
@@ -1681,7 +1785,7 @@ int cx_replay_node(cx_exec *x, cx_node *cn)
         if (v->on_dev) continue;
         if (!v->on_host || !v->t.present || v->t.nbytes != cn->rp_upn[i] || v->t.nbytes > v->pcap || v->base)
             return rp_no(x, cn, "upload");
-        if (v->t.nbytes) memcpy(v->pin, v->t.data, v->t.nbytes);
+        if (v->t.nbytes) memcpy(v->pin[x->slot], v->t.data, v->t.nbytes);
         v->on_dev = true;
     }
     /* outputs as the graph will leave them */
