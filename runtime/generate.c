@@ -598,6 +598,8 @@ fail:
 void graft_generator_free(graft_generator *g)
 {
     if (!g) return;
+    graft_error e;
+    if (g->ahead) (void)cancel_ahead(g, &e); /* its kernels done before their buffers go */
     for (size_t l = 0; l < g->n_kv && g->b; l++) {
         g->be->mfree(g->b, g->kv[l].buf[0]);
         g->be->mfree(g->b, g->kv[l].buf[1]);
