@@ -12,6 +12,7 @@
 #           kernel trace where the machine has no nsys), timeout_s 600:
 #           bash bench/cuda_all_device.sh run [STEPS]
 #   STEPS (default "kernels skeleton verify profile nsys bench sanitize"): any of them, in that order;
+#   also "epi" (after kernels): the kernel lab's fused-GEMV tables under each of EPI_SWITCHES;
 #   also "ncu" (after profile): Nsight Compute's launch, warp-state and instruction sections for the
 #   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size;
 #   and "abpack": with AB_PACK=DIR (another prepare's .devcarry-all, moved aside and carried too), E2B
@@ -74,6 +75,20 @@ if has kernels; then
     echo "test_kernels rc=$?"
     grep -E "FAIL|NaN" "$OUT/test_kernels.log" | head -20
     grep -E "checks,|^\| gemv.*\| fp16 \|.*%" "$OUT/test_kernels.log" | head -40
+    # KERNELS_SWITCHES="A B ...": the suite again (--quick) under each setting (A=1,B=2: two variables);
+    # by default the opt-in streaming GEMV, on every launch it can take
+    for v in ${KERNELS_SWITCHES:-GRAFT_CUDA_STREAM=15,GRAFT_CUDA_STREAM_MIN=0}; do
+        env ${v//,/ } timeout 90 $TK --quick >"$OUT/test_kernels.$v.log" 2>&1
+        echo "test_kernels --quick $v rc=$?: $(grep -E "checks," "$OUT/test_kernels.$v.log" | tail -1)"
+        grep -E "FAIL|NaN" "$OUT/test_kernels.$v.log" | head -10
+    done
+fi
+if has epi; then
+    # EPI_SWITCHES="A B ...": the kernel lab's fused-GEMV tables under each setting, alternately
+    for v in ${EPI_SWITCHES:-GRAFT_CUDA_STREAM=0 GRAFT_CUDA_STREAM=15}; do
+        step "test_kernels --epi with $v"
+        env ${v//,/ } timeout 60 $TK --epi 2>&1 | tee "$OUT/epi.$v.log" | grep -E "^\|"
+    done
 fi
 if has skeleton; then
     step "the E2B step's GEMVs chained in a CUDA graph (test_kernels --skeleton)"

@@ -399,6 +399,269 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 1 : EPI == 2 ? 4 : EP
     }
 }
 
+/* ------------------------------------------------------------------ streaming GEMV
+ * gemv_stream_kernel: the same products (and prologues, chains, last block)
+ * on a persistent grid, each block a contiguous run of rows and each warp
+ * every ST_WARPS-th row of it, whose weights the copy engine streams into
+ * the warp's own shared-memory stages: a row in P pieces of up to CP
+ * 16-byte chunks (of each matrix, EPI 3: the pair's two rows), each piece
+ * one cp.async.bulk a matrix completing on the stage's mbarrier, `stages`
+ * pieces in flight a warp, a stage refilled by the warp as soon as it has
+ * read it (no block barrier in the loop). Bytes in flight do not depend on
+ * registers or on blocks being replaced as they end (the register kernel's
+ * 2-3 loads a thread in thousands of short blocks), and each warp's first
+ * stages are asked for before the wait for the kernel before. x (or the
+ * prologue's norm of it, rounded to T) sits in shared memory after the
+ * stages. A row's sum: its lanes' partials by shuffles, in a fixed order.
+ * Off unless asked for (GRAFT_CUDA_STREAM, st_get): on the H200 it ran at
+ * about half the register kernel's rate on every E2B shape (session 19:
+ * the LM head 350 us against 178, E2B decode 284 tok/s against 426; ncu
+ * on the o projection: DRAM 17% busy, the warps issuing while they wait on
+ * the stages' mbarriers, the copies arriving at ~6 GB/s an SM); kept for
+ * the lab, checked by test_kernels under GRAFT_CUDA_STREAM=15. A first
+ * form, block-wide stages of R rows refilled after a block barrier, ran
+ * about as slowly. */
+#define ST_WARPS (ROWS_THREADS / 32)
+#define ST_MAX_STAGES 8
+
+__device__ __forceinline__ uint32_t st_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void st_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t ok = 0;
+    while (!ok)
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(ok)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+}
+
+/* The matrix that row r of the launch belongs to (EPI 3: row r of both). */
+template <int EPI> __device__ __forceinline__ int st_matrix(const rows_set &set, int r)
+{
+    int q = 0;
+    if constexpr (EPI != 3)
+#pragma unroll
+        for (int j = 1; j < GCUDA_GEMV_MAX; j++)
+            if (j < set.n && r >= set.row0[j]) q = j;
+    return q;
+}
+
+/* A warp asks for its piece t (row r = r_begin + warp + ST_WARPS * (t / P),
+ * chunks [j CP, ...) of it, j = t % P) into its stage t % stages: lane 0
+ * sets the bytes to expect, lane m copies matrix m's part. */
+template <typename T, int EPI>
+__device__ __forceinline__ void st_issue(const rows_set &set, int t, int r_begin, int C, int P, int CP,
+                                         unsigned char *stw, int stage_bytes, int stages, uint64_t *barw, bool ef,
+                                         uint64_t pol)
+{
+    constexpr int NM = EPI == 3 ? 2 : 1;
+    const int lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5;
+    const int r = r_begin + w + ST_WARPS * (t / P), c0 = (t % P) * CP, nc = min(CP, C - c0), s = t % stages;
+    const uint32_t bytes = (uint32_t)nc * 16u, b = st_addr(barw + s);
+    if (lane == 0)
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes * NM) : "memory");
+    __syncwarp();
+    if (lane < NM) {
+        const size_t rowb = (size_t)C * 16;
+        const unsigned char *src;
+        if (lane == 1) {
+            src = (const unsigned char *)set.W[1] + (size_t)r * rowb;
+        } else {
+            const int q = st_matrix<EPI>(set, r);
+            src = (const unsigned char *)set.W[q] + (size_t)(r - set.row0[q]) * rowb;
+        }
+        src += (size_t)c0 * 16;
+        const uint32_t dst = st_addr(stw + (size_t)s * stage_bytes + (size_t)lane * CP * 16);
+        if (ef)
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                         " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+                         "l"(src), "r"(bytes), "r"(b), "l"(pol)
+                         : "memory");
+        else
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                         " [%0], [%1], %2, [%3];" ::"r"(dst),
+                         "l"(src), "r"(bytes), "r"(b)
+                         : "memory");
+    }
+}
+
+template <typename T, int EPI, int PRO>
+__global__ void __launch_bounds__(ROWS_THREADS, 1)
+    gemv_stream_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter, int P, int CP,
+                       int stages, int stage_bytes)
+{
+    constexpr int V = 16 / (int)sizeof(T);
+    extern __shared__ __align__(128) unsigned char st_smem[];
+    __shared__ __align__(8) uint64_t bar[ST_WARPS][ST_MAX_STAGES];
+    const int C = K / V, lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5;
+    const int r_begin = (int)((int64_t)set.rows * blockIdx.x / gridDim.x),
+              r_end = (int)((int64_t)set.rows * (blockIdx.x + 1) / gridDim.x);
+    const int nrows = r_end - r_begin > w ? (r_end - r_begin - w + ST_WARPS - 1) / ST_WARPS : 0;
+    const int T_w = nrows * P; /* the warp's pieces */
+    unsigned char *stw = st_smem + (size_t)w * stages * stage_bytes;
+    uint64_t *barw = bar[w];
+    T *xs = reinterpret_cast<T *>(st_smem + (size_t)ST_WARPS * stages * stage_bytes);
+    const uint64_t pol = rows_policy();
+    const bool ef = set.l2ef;
+    if (lane == 0) {
+        for (int s = 0; s < stages; s++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(st_addr(barw + s)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+    /* the weights do not depend on the kernel before: asked for first */
+    for (int t = 0; t < stages && t < T_w; t++)
+        st_issue<T, EPI>(set, t, r_begin, C, P, CP, stw, stage_bytes, stages, barw, ef, pol);
+    gc_pdl_wait(); /* x is the kernel before's output */
+    gc_pdl_trigger();
+    {
+        const float inv = rows_norm<T, PRO>(x, set, K);
+        for (int c = (int)threadIdx.x; c < C; c += ROWS_THREADS) {
+            if constexpr (PRO == 0) {
+                reinterpret_cast<uint4 *>(xs)[c] = __ldg(reinterpret_cast<const uint4 *>(x) + c);
+            } else {
+                float xf[V];
+                rows_x<T, PRO>(x, set, inv, c, xf);
+#pragma unroll
+                for (int i = 0; i < V; i++) xs[c * V + i] = gc_to<T>(xf[i]);
+            }
+        }
+    }
+    __syncthreads();
+    const uint4 *xv = reinterpret_cast<const uint4 *>(xs);
+    float acc = 0.0f, acc2 = 0.0f;
+    for (int t = 0; t < T_w; t++) {
+        const int s = t % stages, j = t % P, c0 = j * CP, nc = min(CP, C - c0);
+        st_wait(st_addr(barw + s), (uint32_t)((t / stages) & 1));
+        const uint4 *wv = reinterpret_cast<const uint4 *>(stw + (size_t)s * stage_bytes), *wv2 = wv + CP;
+#pragma unroll 4
+        for (int c = lane; c < nc; c += 32) {
+            float wf[V], xf[V];
+            gc_unpack<T>(xv[c0 + c], xf);
+            gc_unpack<T>(wv[c], wf);
+#pragma unroll
+            for (int i = 0; i < V; i++) acc = fmaf(wf[i], xf[i], acc);
+            if constexpr (EPI == 3) {
+                gc_unpack<T>(wv2[c], wf);
+#pragma unroll
+                for (int i = 0; i < V; i++) acc2 = fmaf(wf[i], xf[i], acc2);
+            }
+        }
+        __syncwarp(); /* the warp is done with stage s */
+        if (t + stages < T_w) st_issue<T, EPI>(set, t + stages, r_begin, C, P, CP, stw, stage_bytes, stages, barw, ef, pol);
+        if (j == P - 1) { /* the row's last piece: its sum, in a fixed order, and its epilogue */
+            acc = gc_warp_sum(acc);
+            if constexpr (EPI == 3) acc2 = gc_warp_sum(acc2);
+            if (lane == 0) {
+                const int r = r_begin + w + ST_WARPS * (t / P), q = st_matrix<EPI>(set, r);
+                const T yv = gc_to<T>(acc);
+                ((T *)set.y[q])[r - set.row0[q]] = yv;
+                if constexpr (EPI == 1 || EPI == 3) {
+                    float y1 = 0.0f;
+                    if constexpr (EPI == 3) {
+                        const T y1t = gc_to<T>(acc2);
+                        ((T *)set.y[1])[r] = y1t; /* before the chain may read it (a layout other than the output's) */
+                        y1 = gc_f(y1t);
+                    }
+                    go_st(tail.y, tail.y_dtype, r,
+                          go_chain_modes<int>(tail, gc_f(yv), r, set.modes, EPI == 3 ? set.y1_leaf : -1, y1));
+                }
+            }
+            acc = acc2 = 0.0f;
+        }
+    }
+    if constexpr (EPI == 2) {
+        __shared__ float scratch[32];
+        if (!gc_last_block(counter, gridDim.x)) return;
+        if constexpr (sizeof(T) == 2) {
+            if (set.v8 && go_norm_v8_ok<T>(tail)) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch);
+            else go_norm_chain_row<int, true>(tail, 0, scratch);
+        } else {
+            go_norm_chain_row<int, true>(tail, 0, scratch);
+        }
+        if (threadIdx.x == 0) *counter = 0;
+    }
+}
+
+/* The streaming kernel's knobs, read once: GRAFT_CUDA_STREAM, the
+ * epilogues it takes as a mask (1 none, 2 EPI 1, 4 EPI 2, 8 EPI 3; 15 all;
+ * default ST_DEFAULT: off), for launches reading at least GRAFT_CUDA_STREAM_MIN
+ * bytes of weights (KB, default ST_MIN_KB); GRAFT_CUDA_STREAM_PIECE: a
+ * piece's most bytes of one matrix (KB); GRAFT_CUDA_STREAM_SMEM: the
+ * shared memory a block's stages and x may take (KB); GRAFT_CUDA_STREAM_BPS:
+ * blocks an SM. */
+#define ST_DEFAULT 0
+#define ST_MIN_KB 2048
+struct st_knobs {
+    int on;
+    long long min_bytes;
+    int piece_max, smem_max, bps;
+};
+static const st_knobs &st_get()
+{
+    static st_knobs k = {-1, 0, 0, 0, 0};
+    if (k.on < 0) {
+        auto num = [](const char *name, long long d) {
+            const char *e = getenv(name);
+            return e && *e ? atoll(e) : d;
+        };
+        k.on = (int)num("GRAFT_CUDA_STREAM", ST_DEFAULT) & 15;
+        k.min_bytes = num("GRAFT_CUDA_STREAM_MIN", ST_MIN_KB) * 1024;
+        k.piece_max = (int)num("GRAFT_CUDA_STREAM_PIECE", 4) * 1024;
+        k.smem_max = (int)num("GRAFT_CUDA_STREAM_SMEM", 200) * 1024;
+        k.bps = (int)num("GRAFT_CUDA_STREAM_BPS", 1);
+        if (k.bps < 1 || k.bps > 4) k.bps = 1;
+        if (k.piece_max < 512) k.piece_max = 512;
+    }
+    return k;
+}
+
+template <typename T, int EPI, int PRO>
+static cudaError_t st_launch(const cudaLaunchConfig_t *cfg, const T *x, const rows_set &set, int K,
+                             const gops_fuse &tail, unsigned *counter, int P, int CP, int stages, int stage_bytes)
+{
+    static size_t raised = 0; /* the dynamic shared memory this instantiation may take */
+    if (cfg->dynamicSmemBytes > raised) {
+        cudaError_t e = cudaFuncSetAttribute(gemv_stream_kernel<T, EPI, PRO>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg->dynamicSmemBytes);
+        if (e != cudaSuccess) return e;
+        raised = cfg->dynamicSmemBytes;
+    }
+    return cudaLaunchKernelEx(cfg, gemv_stream_kernel<T, EPI, PRO>, x, set, K, tail, counter, P, CP, stages,
+                              stage_bytes);
+}
+
+/* The streaming kernel's geometry for `rows` rows of K elements (es bytes,
+ * nm matrices read a row), or false where it does not run (off for this
+ * epilogue, too few bytes, fewer than two stages fit). */
+typedef struct st_geom {
+    int P, CP, stages, stage_bytes, grid;
+    size_t smem;
+} st_geom;
+static bool st_plan(int epi, int64_t rows, int64_t K, size_t es, int nm, int sms, st_geom *g)
+{
+    const st_knobs &k = st_get();
+    const int64_t C = K * (int64_t)es / 16;
+    if (!(k.on >> epi & 1) || rows * C * 16 * nm < k.min_bytes) return false;
+    int64_t P = (C * 16 + k.piece_max - 1) / k.piece_max;
+    g->CP = (int)((C + P - 1) / P);
+    g->P = (int)((C + g->CP - 1) / g->CP);
+    g->stage_bytes = (int)(((int64_t)nm * g->CP * 16 + 127) / 128 * 128);
+    const size_t xb = ((size_t)C * 16 + 127) / 128 * 128;
+    const int64_t budget = (int64_t)k.smem_max / k.bps - (int64_t)xb;
+    int64_t st = budget / ((int64_t)ST_WARPS * g->stage_bytes);
+    if (st > ST_MAX_STAGES) st = ST_MAX_STAGES;
+    if (st < 2) return false;
+    g->stages = (int)st;
+    g->smem = (size_t)ST_WARPS * g->stages * g->stage_bytes + xb;
+    int64_t grid = (int64_t)sms * k.bps;
+    if (grid > rows) grid = rows;
+    g->grid = (int)grid;
+    return true;
+}
+
 /* Threads per row: the fewest (32 up to 256) that hold a row in U loads
  * each, then more while the launch has under two blocks per SM. */
 static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
@@ -587,6 +850,30 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d with a tail or a prologue", unroll);
     if (pk && epi != 0 && epi != 3)
         return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: a norm prologue with a single-matrix tail");
+    /* the streaming kernel's instantiations: 2-byte types; a norm prologue only before matrices without a chain
+     * (q/k/v); no skip-norm prologue */
+    st_geom sg;
+    if (vec && es == 2 && (pk == 0 || (pk == 1 && epi == 0)) && unroll == ROWS_UNROLL &&
+        st_plan(epi, set.rows, K, es, pair ? 2 : 1, sms, &sg)) {
+        cudaLaunchConfig_t sc = cfg;
+        sc.gridDim = dim3((unsigned)sg.grid);
+        sc.dynamicSmemBytes = sg.smem;
+        auto go = [&](auto zero) {
+            typedef decltype(zero) T;
+            const T *xt = (const T *)x;
+#define ST_EPI(EPI, PRO) e = st_launch<T, EPI, PRO>(&sc, xt, set, Ki, tf, counter, sg.P, sg.CP, sg.stages, sg.stage_bytes)
+            if (epi == 0 && pk == 1) ST_EPI(0, 1);
+            else if (epi == 0) ST_EPI(0, 0);
+            else if (epi == 1) ST_EPI(1, 0);
+            else if (epi == 2) ST_EPI(2, 0);
+            else ST_EPI(3, 0);
+#undef ST_EPI
+        };
+        if (dtype == GRAFT_DTYPE_FLOAT16) go(__half());
+        else go(__nv_bfloat16());
+        if (e != cudaSuccess) return gcuda_fail(err, e, "launch gemv_stream_kernel", __FILE__, __LINE__);
+        return GRAFT_OK;
+    }
     GCUDA_DISPATCH(dtype, "gcuda_gemv_rows", {
         const T *xt = (const T *)x;
         if (unroll != ROWS_UNROLL && vec) { /* the bench's other geometries (unaligned rows: the scalar kernel) */

@@ -2047,7 +2047,7 @@ static void epi_lab(double copy_gbs)
         int K, N;
     };
     const shape shapes[] = {{"pli proj", 256, 1536}, {"o", 2048, 1536}, {"down", 6144, 1536}, {"pli gate", 1536, 256},
-                            {"up", 1536, 6144}, {"lm head", 1536, 262144}};
+                            {"up", 1536, 6144}, {"down 12288", 12288, 1536}, {"lm head", 1536, 262144}};
     void *gam = dalloc(262144 * es), *res = dalloc(262144 * es), *scal = dalloc(es), *sky = dalloc(262144 * es),
          *sks = dalloc(262144 * es);
     dinit(dt, gam, 262144, 2u), dinit(dt, res, 262144, 3u), dinit(dt, scal, 1, 4u);
@@ -2115,8 +2115,8 @@ static void epi_lab(double copy_gbs)
     /* the gate/up pair: two matrices of one x side by side (no chain), the
      * pair with gelu(gate) * up per element, and that with the skip-norm
      * prologue (the executor's form before the down projection) */
-    {
-        const int K = 1536, N = 6144;
+    for (const int N : {6144, 12288}) {
+        const int K = 1536;
         void *w0 = dalloc((size_t)K * N * es), *w1 = dalloc((size_t)K * N * es), *x = dalloc((size_t)N * es),
              *y0 = dalloc((size_t)N * es), *y1 = dalloc((size_t)N * es), *o = dalloc((size_t)N * es);
         dinit(dt, w0, (size_t)K * N, g_seed++), dinit(dt, w1, (size_t)K * N, g_seed++), dinit(dt, x, N, g_seed++);
@@ -2150,6 +2150,9 @@ static void epi_lab(double copy_gbs)
         printf("\ngate/up pair (K %d, N %d each), us a launch:\n| floor | two matrices, one launch | pair + gelu*mul |"
                " + skip-norm prologue |\n|---:|---:|---:|---:|\n| %.2f | %.2f | %.2f | %.2f |\n", K, N, floor_us, us[0],
                us[1], us[2]);
+        release_all();
+        gam = dalloc(262144 * es), res = dalloc(262144 * es), sks = dalloc(262144 * es);
+        dinit(dt, gam, 262144, 2u), dinit(dt, res, 262144, 3u);
     }
     release_all();
     /* q/k/v (one launch, K 1536): plain, with the input norm as its
@@ -2273,6 +2276,8 @@ int main(int argc, char **argv)
         test_gemv_rows(dt, 256, {1536});
         test_gemv_rows(dt, 6144, {1536});
         test_gemv_rows(dt, 12288, {200});
+        test_gemv_rows(dt, 1536, {4099}); /* GRAFT_CUDA_STREAM=15: blocks of 31 and 32 rows, warps of 3 and 4 */
+        test_gemv_rows(dt, 2048, {1536, 520, 40}); /* GRAFT_CUDA_STREAM=15: a block's rows across matrices */
         test_gemv_rows(dt, 40, {7});
         test_gemv_rows(dt, 1536, {2048, 256, 256});
         test_gemv_rows(dt, 640, {1000, 36});
@@ -2281,6 +2286,7 @@ int main(int argc, char **argv)
         test_gemv_tail(dt, 6144, 1536);
         test_gemv_tail(dt, 256, 1536);
         test_gemv_tail(dt, 1001, 300); /* the scalar kernel */
+        if (!quick) test_gemv_tail(dt, 12288, 1536); /* GRAFT_CUDA_STREAM=15: a row in 6 pieces (16-bit) */
         test_gemv_pro(dt, 1536, {2048}, false, false);
         test_gemv_pro(dt, 1536, {2048, 256, 256}, false, false);
         test_gemv_pro(dt, 1536, {1536}, true, false);
