@@ -257,6 +257,23 @@ __device__ __forceinline__ void rows_first(const rows_at &a, int K, int lane, bo
     }
 }
 
+/* EPI 2: the last block of the grid to end runs the norm-headed chain over
+ * the whole output (and the skip norm after it, sk_y), then resets the
+ * counter. All threads call it. */
+template <typename T>
+__device__ __forceinline__ void rows_last_block(const rows_set &set, const gops_fuse &tail, unsigned *counter)
+{
+    __shared__ float scratch[32];
+    if (!gc_last_block(counter, gridDim.x)) return;
+    if constexpr (sizeof(T) == 2) {
+        if (set.v8 && go_norm_v8_ok<T>(tail)) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch);
+        else go_norm_chain_row<int, true>(tail, 0, scratch);
+    } else {
+        go_norm_chain_row<int, true>(tail, 0, scratch);
+    }
+    if (threadIdx.x == 0) *counter = 0;
+}
+
 /* The kernels that rows_launch may give fewer blocks than groups: those
  * with a prologue (computed once a block) or a last-block chain (fewer
  * blocks counting in). The others take one group a block and hold no loop
@@ -385,18 +402,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 1 : EPI == 2 ? 4 : EP
         at = nx;
         __syncthreads(); /* the shared sums (red, ys) are the next group's */
     }
-    if constexpr (EPI == 2) {
-        __shared__ float scratch[32];
-        if (!gc_last_block(counter, gridDim.x)) return;
-        /* and the skip norm after it (sk_y) */
-        if constexpr (sizeof(T) == 2) {
-            if (set.v8 && go_norm_v8_ok<T>(tail)) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch);
-            else go_norm_chain_row<int, true>(tail, 0, scratch);
-        } else {
-            go_norm_chain_row<int, true>(tail, 0, scratch);
-        }
-        if (threadIdx.x == 0) *counter = 0;
-    }
+    if constexpr (EPI == 2) rows_last_block<T>(set, tail, counter);
 }
 
 /* ------------------------------------------------------------------ streaming GEMV
@@ -572,17 +578,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, 1)
             acc = acc2 = 0.0f;
         }
     }
-    if constexpr (EPI == 2) {
-        __shared__ float scratch[32];
-        if (!gc_last_block(counter, gridDim.x)) return;
-        if constexpr (sizeof(T) == 2) {
-            if (set.v8 && go_norm_v8_ok<T>(tail)) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch);
-            else go_norm_chain_row<int, true>(tail, 0, scratch);
-        } else {
-            go_norm_chain_row<int, true>(tail, 0, scratch);
-        }
-        if (threadIdx.x == 0) *counter = 0;
-    }
+    if constexpr (EPI == 2) rows_last_block<T>(set, tail, counter);
 }
 
 /* The streaming kernel's knobs, read once: GRAFT_CUDA_STREAM, the
@@ -662,6 +658,14 @@ static bool st_plan(int epi, int64_t rows, int64_t K, size_t es, int nm, int sms
     return true;
 }
 
+/* A lab switch that is on unless the variable is "0" (read once by each
+ * caller's static). */
+static int rows_on(const char *name)
+{
+    const char *e = getenv(name);
+    return !(e && !strcmp(e, "0"));
+}
+
 /* Threads per row: the fewest (32 up to 256) that hold a row in U loads
  * each, then more while the launch has under two blocks per SM. */
 static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
@@ -684,11 +688,8 @@ static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T 
                                const gops_fuse &tail, unsigned *counter)
 {
     cudaLaunchConfig_t cfg = *cfg0;
-    static int fit = -1, occ = 0;
-    if (fit < 0) {
-        const char *e = getenv("GRAFT_CUDA_ROWS_GRID");
-        fit = !(e && !strcmp(e, "0"));
-    }
+    static const int fit = rows_on("GRAFT_CUDA_ROWS_GRID");
+    static int occ = 0;
     if (rows_loops<EPI, PRO>() && fit) {
         if (!occ) {
             cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -729,17 +730,9 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     if (K <= 0 || K > 0x7fffffff) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: K %lld", (long long)K);
     rows_set set = {};
     set.n = n;
-    static int l2ef = -1; /* the weights evict first from L2 (GRAFT_CUDA_L2EF=0: loads as they default) */
-    if (l2ef < 0) {
-        const char *le = getenv("GRAFT_CUDA_L2EF");
-        l2ef = !le || strcmp(le, "0");
-    }
+    static const int l2ef = rows_on("GRAFT_CUDA_L2EF"); /* the weights evict first from L2 (=0: loads as they default) */
+    static const int v8 = rows_on("GRAFT_CUDA_ROWS_V8");
     set.l2ef = l2ef;
-    static int v8 = -1;
-    if (v8 < 0) {
-        const char *e = getenv("GRAFT_CUDA_ROWS_V8");
-        v8 = !e || strcmp(e, "0");
-    }
     set.v8 = v8;
     int64_t rows = 0;
     int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain, then an RMSNorm */
