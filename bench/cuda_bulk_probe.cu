@@ -10,12 +10,14 @@
  * Prints GB/s (bytes read / time, best of 5 after a warm-up), per blocks an
  * SM, copy size and copies in flight a block.
  *
- *   nvcc -O3 -std=c++17 -arch=sm_90 -o build/bulk_probe bench/cuda_bulk_probe.cu
+ *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -I. -o build/bulk_probe bench/cuda_bulk_probe.cu
  *   build/bulk_probe            (on the GPU machine)
  */
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+
+#include "kernels/cuda/gcuda_common.cuh" /* the mbarrier and bulk-copy helpers gemv_stream_kernel uses */
 
 #define CK(x)                                                                                    \
     do {                                                                                         \
@@ -28,36 +30,23 @@
 
 #define MAX_SLOTS 64
 
-__device__ __forceinline__ uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
 __global__ void bulk_kernel(const unsigned char *src, size_t per_block, int size, int inflight, unsigned *sink)
 {
     extern __shared__ __align__(128) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[MAX_SLOTS];
     if (threadIdx.x != 0) return;
-    for (int s = 0; s < inflight; s++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(saddr(bar + s)));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    gc_mbar_init(bar, inflight);
     const unsigned char *base = src + blockIdx.x * per_block;
     const long n = (long)(per_block / size);
     auto issue = [&](long i) {
         const int s = (int)(i % inflight);
-        const uint32_t b = saddr(bar + s);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(size) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                         saddr(sm + (size_t)s * size)),
-                     "l"(base + i * size), "r"(size), "r"(b)
-                     : "memory");
+        const uint32_t b = gc_smem_addr(bar + s);
+        gc_mbar_expect(b, (uint32_t)size);
+        gc_bulk_copy(gc_smem_addr(sm + (size_t)s * size), base + i * size, (uint32_t)size, b);
     };
     for (long i = 0; i < inflight && i < n; i++) issue(i);
     for (long i = 0; i < n; i++) {
-        const uint32_t b = saddr(bar + i % inflight), parity = (uint32_t)((i / inflight) & 1);
-        uint32_t ok = 0;
-        while (!ok)
-            asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                         "selp.u32 %0, 1, 0, p;\n\t}"
-                         : "=r"(ok)
-                         : "r"(b), "r"(parity)
-                         : "memory");
+        gc_mbar_wait(gc_smem_addr(bar + i % inflight), (uint32_t)((i / inflight) & 1));
         if (i + inflight < n) issue(i + inflight);
     }
     sink[blockIdx.x] = sm[0];

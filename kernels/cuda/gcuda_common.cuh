@@ -120,6 +120,46 @@ static inline void gc_launch(bool pdl, void (*k)(KA...), dim3 g, dim3 b, size_t 
     (void)cudaLaunchKernelEx(&cfg, k, args...);
 }
 
+/* The copy engine (sm_90): 1-D cp.async.bulk copies from global into shared
+ * memory, each completing on an mbarrier (arrival count 1: the thread that
+ * sets the bytes to expect). Addresses are shared-window offsets
+ * (gc_smem_addr). ef: with the L2 policy pol. */
+__device__ __forceinline__ uint32_t gc_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+/* Initialises n mbarriers (one thread), visible to the copy engine after. */
+__device__ __forceinline__ void gc_mbar_init(const uint64_t *bar, int n)
+{
+    for (int i = 0; i < n; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(gc_smem_addr(bar + i)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void gc_mbar_expect(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void gc_bulk_copy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar, bool ef = false,
+                                             uint64_t pol = 0)
+{
+    if (ef)
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                     " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+                     "l"(src), "r"(bytes), "r"(bar), "l"(pol)
+                     : "memory");
+    else
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                     "l"(src), "r"(bytes), "r"(bar)
+                     : "memory");
+}
+/* Waits until the mbarrier's phase of this parity has completed. */
+__device__ __forceinline__ void gc_mbar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t ok = 0;
+    while (!ok)
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(ok)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+}
+
 __device__ __forceinline__ float gc_f(float v) { return v; }
 __device__ __forceinline__ float gc_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ float gc_f(__nv_bfloat16 v) { return __bfloat162float(v); }

@@ -424,24 +424,14 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 1 : EPI == 2 ? 4 : EP
  * the LM head 350 us against 178, E2B decode 284 tok/s against 426; ncu
  * on the o projection: DRAM 17% busy, the warps issuing while they wait on
  * the stages' mbarriers, the copies arriving at ~6 GB/s an SM); kept for
- * the lab, checked by test_kernels under GRAFT_CUDA_STREAM=15. A first
- * form, block-wide stages of R rows refilled after a block barrier, ran
- * about as slowly. */
+ * the lab, checked by test_kernels under GRAFT_CUDA_STREAM=15. Block-wide
+ * stages of R rows refilled after a block barrier ran about as slowly with
+ * a copy a row, and slower still with one copy of 24-32 KB a matrix, which
+ * the copy engine alone streams at 4.5 TB/s (bench/cuda_bulk_probe.cu;
+ * bench/RESULTS.md, session 19, calls 8-10): the consumer loop, not the
+ * copies, is what to look at next. */
 #define ST_WARPS (ROWS_THREADS / 32)
 #define ST_MAX_STAGES 8
-
-__device__ __forceinline__ uint32_t st_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void st_wait(uint32_t bar, uint32_t parity)
-{
-    uint32_t ok = 0;
-    while (!ok)
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(ok)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-}
 
 /* The matrix that row r of the launch belongs to (EPI 3: row r of both). */
 template <int EPI> __device__ __forceinline__ int st_matrix(const rows_set &set, int r)
@@ -465,9 +455,8 @@ __device__ __forceinline__ void st_issue(const rows_set &set, int t, int r_begin
     constexpr int NM = EPI == 3 ? 2 : 1;
     const int lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5;
     const int r = r_begin + w + ST_WARPS * (t / P), c0 = (t % P) * CP, nc = min(CP, C - c0), s = t % stages;
-    const uint32_t bytes = (uint32_t)nc * 16u, b = st_addr(barw + s);
-    if (lane == 0)
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes * NM) : "memory");
+    const uint32_t bytes = (uint32_t)nc * 16u, b = gc_smem_addr(barw + s);
+    if (lane == 0) gc_mbar_expect(b, bytes * NM);
     __syncwarp();
     if (lane < NM) {
         const size_t rowb = (size_t)C * 16;
@@ -479,17 +468,7 @@ __device__ __forceinline__ void st_issue(const rows_set &set, int t, int r_begin
             src = (const unsigned char *)set.W[q] + (size_t)(r - set.row0[q]) * rowb;
         }
         src += (size_t)c0 * 16;
-        const uint32_t dst = st_addr(stw + (size_t)s * stage_bytes + (size_t)lane * CP * 16);
-        if (ef)
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-                         " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
-                         "l"(src), "r"(bytes), "r"(b), "l"(pol)
-                         : "memory");
-        else
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                         " [%0], [%1], %2, [%3];" ::"r"(dst),
-                         "l"(src), "r"(bytes), "r"(b)
-                         : "memory");
+        gc_bulk_copy(gc_smem_addr(stw + (size_t)s * stage_bytes + (size_t)lane * CP * 16), src, bytes, b, ef, pol);
     }
 }
 
@@ -511,11 +490,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, 1)
     T *xs = reinterpret_cast<T *>(st_smem + (size_t)ST_WARPS * stages * stage_bytes);
     const uint64_t pol = rows_policy();
     const bool ef = set.l2ef;
-    if (lane == 0) {
-        for (int s = 0; s < stages; s++)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(st_addr(barw + s)) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (lane == 0) gc_mbar_init(barw, stages);
     __syncwarp();
     /* the weights do not depend on the kernel before: asked for first */
     for (int t = 0; t < stages && t < T_w; t++)
@@ -540,7 +515,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, 1)
     float acc = 0.0f, acc2 = 0.0f;
     for (int t = 0; t < T_w; t++) {
         const int s = t % stages, j = t % P, c0 = j * CP, nc = min(CP, C - c0);
-        st_wait(st_addr(barw + s), (uint32_t)((t / stages) & 1));
+        gc_mbar_wait(gc_smem_addr(barw + s), (uint32_t)((t / stages) & 1));
         const uint4 *wv = reinterpret_cast<const uint4 *>(stw + (size_t)s * stage_bytes), *wv2 = wv + CP;
 #pragma unroll 4
         for (int c = lane; c < nc; c += 32) {
