@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/gcuda.h"
 
@@ -244,6 +246,14 @@ __device__ __forceinline__ float gc_block_max(float v, float *scratch)
     t = gc_warp_max(t);
     __syncthreads();
     return t;
+}
+
+/* A lab switch that is on unless the variable is "0" (read once by each
+ * caller's static). */
+static inline int gc_env_on(const char *name)
+{
+    const char *e = getenv(name);
+    return !(e && !strcmp(e, "0"));
 }
 
 static inline unsigned gc_blocks(int64_t n, int threads, int64_t cap = 65535LL * 16)

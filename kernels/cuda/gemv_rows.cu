@@ -633,13 +633,6 @@ static bool st_plan(int epi, int64_t rows, int64_t K, size_t es, int nm, int sms
     return true;
 }
 
-/* A lab switch that is on unless the variable is "0" (read once by each
- * caller's static). */
-static int rows_on(const char *name)
-{
-    const char *e = getenv(name);
-    return !(e && !strcmp(e, "0"));
-}
 
 /* Threads per row: the fewest (32 up to 256) that hold a row in U loads
  * each, then more while the launch has under two blocks per SM. */
@@ -663,7 +656,7 @@ static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T 
                                const gops_fuse &tail, unsigned *counter)
 {
     cudaLaunchConfig_t cfg = *cfg0;
-    static const int fit = rows_on("GRAFT_CUDA_ROWS_GRID");
+    static const int fit = gc_env_on("GRAFT_CUDA_ROWS_GRID");
     static int occ = 0;
     if (rows_loops<EPI, PRO>() && fit) {
         if (!occ) {
@@ -705,8 +698,8 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     if (K <= 0 || K > 0x7fffffff) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: K %lld", (long long)K);
     rows_set set = {};
     set.n = n;
-    static const int l2ef = rows_on("GRAFT_CUDA_L2EF"); /* the weights evict first from L2 (=0: loads as they default) */
-    static const int v8 = rows_on("GRAFT_CUDA_ROWS_V8");
+    static const int l2ef = gc_env_on("GRAFT_CUDA_L2EF"); /* the weights evict first from L2 (=0: loads as they default) */
+    static const int v8 = gc_env_on("GRAFT_CUDA_ROWS_V8");
     set.l2ef = l2ef;
     set.v8 = v8;
     int64_t rows = 0;
