@@ -149,6 +149,9 @@ struct cx_node {
     struct cx_node *tail_skip; /* a fuse 4 tail: the skip RMSNorm (fuse 6) run after its chain */
     struct cx_node *cpro; /* MatMul (a group's first, with pro): the chain (fuse 7) its GEMV computes first; that
                            * chain's tail: the MatMul */
+    struct cx_node *seq;  /* MatMul with a chain (mt): the MatMul reading that chain's output whose GEMV and chain
+                           * run in its launch (plan_seq); on that MatMul: this one */
+    bool seq_second;      /* ... the later one, its output made when mm_run says so */
 };
 
 struct cx_exec {
@@ -246,6 +249,7 @@ struct cx_exec {
     size_t n_tail_skips;            /* skip norms run after a GEMV's chain, in its launch */
     size_t n_cpros;                 /* chains computed by the GEMV after them, before its norm */
     size_t n_rope_pairs;            /* RotaryEmbeddings launched with the one before them */
+    size_t n_seqs;                  /* MatMuls whose GEMV (and chain) the one before them runs (plan_seq) */
     size_t rows_bytes;
     /* GRAFT_CUDA_PREFETCH=MB: after each weight MatMul of a decode step, a side
      * stream asks L2 for up to MB of the next one's weights (forked from and
@@ -323,6 +327,7 @@ graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err);
  * chain as its epilogue; y is cn's output, already made. 1 in *done when
  * it ran, 0 when the shapes do not allow it (nothing launched). */
 graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val *y, int *done, graft_error *err);
+graft_status cx_seq_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val *y, int *done, graft_error *err);
 /* A fuse 5 norm: its outputs shaped when its MatMul(s) can compute it this
  * run (one row, weights stored [N, K]), else run as usual. */
 graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err);

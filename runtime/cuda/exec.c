@@ -1713,7 +1713,7 @@ static graft_status cx_write(rt_backend *b, void *dst, const void *src, size_t b
 static const char *cx_describe(rt_backend *b)
 {
     cx_exec *x = (cx_exec *)b;
-    char fz[512] = "";
+    char fz[768] = "";
     if (x->n_chains || x->n_mm_groups)
         snprintf(fz, sizeof fz, "; %zu elementwise nodes fused into %zu kernels, %zu MatMuls into %zu", x->n_fused,
                  x->n_chains, x->n_mm_nodes, x->n_mm_groups);
@@ -1737,6 +1737,10 @@ static const char *cx_describe(rt_backend *b)
     if (x->n_rope_pairs) {
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu rotary pairs in one launch", x->n_rope_pairs);
+    }
+    if (x->n_seqs) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu GEMVs with the one before them in a cluster launch", x->n_seqs);
     }
     if (x->n_rows) {
         size_t l = strlen(fz);

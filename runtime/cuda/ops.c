@@ -372,6 +372,10 @@ static int acc_matmul(cx_exec *x, cx_node *cn)
 
 static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
 {
+    if (cn->seq_second && cn->mm_run == x->run_no) { /* made by the GEMV before it (cx_seq_gemv) */
+        cx_val *v = cx_v(cn->n.out[0]);
+        if (v->t.present && v->on_dev) return GRAFT_OK;
+    }
     cx_val *a = cx_in(cn, 0), *b = cx_in(cn, 1);
     int ra = a->t.rank, rb = b->t.rank;
     if (ra < 2 || rb < 2) return UNSUP(cn, "1-D operand");
@@ -405,9 +409,11 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
                 void *yp = y->d;
                 return cx_pro_gemv(x, cn, a->t.dtype, &pn, &w, &yp, &N, 1, K, err);
             }
-            if (cn->mt) { /* with the chain that reads y */
+            if (cn->mt) { /* with the chain that reads y (and the next GEMV, cx_seq_gemv) */
                 int done = 0;
-                graft_status rc = cx_tail_gemv(x, cn, a, b, y, &done, err);
+                graft_status rc = cn->seq && !cn->seq_second ? cx_seq_gemv(x, cn, a, b, y, &done, err) : GRAFT_OK;
+                if (rc != GRAFT_OK || done) return rc;
+                rc = cx_tail_gemv(x, cn, a, b, y, &done, err);
                 if (rc != GRAFT_OK || done) return rc;
             }
             return gcuda_gemv_rows(a->t.dtype, a->d, b->d, y->d, K, N, STRM(x), err);

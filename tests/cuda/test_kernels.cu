@@ -1151,6 +1151,109 @@ static void test_gemv_tail(int dt, int K, int N)
     release_all();
 }
 
+/* gcuda_gemv_rows_seq: y1 = W1 . x with gelu(y1) * b per element (g), then
+ * y2 = W2 . g with its chain (RMSNorm(y2) * gamma -> r + . -> . * s, or
+ * that with the skip norm after it, or . * c per element), in one cluster
+ * launch; against the products in fp64 rounded to the dtype and the
+ * chains op by op (as test_gemv_tail), each output checked. fp32 and
+ * shapes past a cluster's shared memory: GRAFT_EUNSUPPORTED. */
+static void test_gemv_seq(int dt, int K1, int N1, int N2)
+{
+    if (gcuda_dtype_size(dt) != 2) {
+        void *p = dalloc(64);
+        gops_fuse f;
+        memset(&f, 0, sizeof f);
+        graft_status st = gcuda_gemv_rows_seq(dt, p, p, p, 8, 8, &f, p, p, 8, &f, NULL, &E);
+        bool ok = st == GRAFT_EUNSUPPORTED && !gcuda_gemv_rows_seq_fits(dt, 8, 8, 8);
+        check("gemv seq: fp32 refused", "K8 N8 N8", dt, {ok ? 0.0f : 1.0f}, {0.0});
+        release_all();
+        return;
+    }
+    const int C = gcuda_gemv_rows_seq_fits(dt, K1, N1, N2);
+    std::string sh0 = fmt("K%d N%d N%d, %d blocks", K1, N1, N2, C);
+    if (!C) {
+        check("gemv seq: no cluster takes it", sh0, dt, {1.0f}, {0.0});
+        return;
+    }
+    auto x = rnd(dt, K1), w1 = rnd(dt, (size_t)K1 * N1, -0.1f, 0.1f), w2 = rnd(dt, (size_t)N1 * N2, -0.1f, 0.1f);
+    auto bl = rnd(dt, N1, -2, 2);
+    void *dx = dupload(dt, x), *dw1 = dupload(dt, w1), *dw2 = dupload(dt, w2), *db = dupload(dt, bl);
+    void *dy1 = dpoisoned(dt, N1), *dg = dpoisoned(dt, N1), *dy2 = dpoisoned(dt, N2);
+    std::vector<double> y1ref = rows_ref(w1, x, K1, N1), gref(N1);
+    std::vector<float> g(N1);
+    for (int r = 0; r < N1; r++) {
+        float y = round_to(dt, (float)y1ref[r]);
+        g[r] = round_to(dt, round_to(dt, (float)gelu_tanh_ref(y)) * bl[r]);
+        gref[r] = g[r];
+    }
+    std::vector<double> y2ref = rows_ref(w2, g, N1, N2), ref(N2);
+    std::vector<float> y2(N2);
+    for (int r = 0; r < N2; r++) y2[r] = round_to(dt, (float)y2ref[r]);
+    gops_fuse f1, f2;
+    memset(&f1, 0, sizeof f1);
+    f1.rank = 3, f1.dims[0] = 1, f1.dims[1] = 1, f1.dims[2] = N1;
+    f1.y = dg, f1.y_dtype = dt, f1.n_ins = 2, f1.n_leaf = 2;
+    f1.leaf[0] = dy1, f1.leaf_dtype[0] = dt, f1.st[0][2] = 1;
+    f1.leaf[1] = db, f1.leaf_dtype[1] = dt, f1.st[1][2] = 1;
+    f1.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+    f1.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+    auto gm = rnd(dt, N2, 0.5f, 1.5f), rr = rnd(dt, N2), sc = rnd(dt, 1, 0.5f, 2.0f), g2 = rnd(dt, N2, 0.5f, 1.5f);
+    for (int v = 0; v < 3; v++) { /* 0: norm + add * s; 1: + the skip norm; 2: per element . * c */
+        memset(&f2, 0, sizeof f2);
+        f2.rank = 3, f2.dims[0] = 1, f2.dims[1] = 1, f2.dims[2] = N2;
+        f2.y = dpoisoned(dt, N2), f2.y_dtype = dt;
+        f2.leaf[0] = dy2, f2.leaf_dtype[0] = dt, f2.st[0][2] = 1;
+        f2.leaf[1] = dupload(dt, gm), f2.leaf_dtype[1] = dt, f2.st[1][2] = 1;
+        f2.leaf[2] = dupload(dt, rr), f2.leaf_dtype[2] = dt, f2.st[2][2] = 1;
+        f2.leaf[3] = dupload(dt, sc), f2.leaf_dtype[3] = dt, f2.st[3][2] = 0;
+        f2.n_leaf = 4;
+        std::vector<double> sum(N2), ref2(N2);
+        if (v < 2) {
+            f2.norm_dim = N2, f2.gamma = f2.leaf[1], f2.eps = 1e-6f, f2.norm_dtype = dt, f2.n_ins = 2;
+            f2.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 2, 1, dt, 0, 0};
+            f2.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 3, 0, dt, 0, 0};
+            double ss = 0;
+            for (int r = 0; r < N2; r++) ss += (double)y2[r] * y2[r];
+            double inv = 1.0 / std::sqrt(ss / N2 + 1e-6);
+            for (int r = 0; r < N2; r++)
+                ref[r] = round_to(dt, round_to(dt, rr[r] + round_to(dt, (float)(y2[r] * inv * gm[r]))) * sc[0]);
+            if (v == 1) {
+                f2.sk_x = dupload(dt, rr), f2.sk_gamma = dupload(dt, g2), f2.sk_eps = 1e-5f;
+                f2.sk_y = dpoisoned(dt, N2), f2.sk_sum = dpoisoned(dt, N2);
+                double ss2 = 0;
+                for (int r = 0; r < N2; r++) {
+                    sum[r] = (double)rr[r] + (float)ref[r];
+                    ss2 += sum[r] * sum[r];
+                }
+                double inv2 = 1.0 / std::sqrt(ss2 / N2 + 1e-5);
+                for (int r = 0; r < N2; r++) ref2[r] = sum[r] * inv2 * g2[r];
+            }
+        } else {
+            f2.n_ins = 1;
+            f2.ins[0] = {GOPS_FUSE_BINARY, GOPS_MUL, 2, 0, dt, 0, 0};
+            for (int r = 0; r < N2; r++) ref[r] = round_to(dt, y2[r] * rr[r]);
+        }
+        const char *what = v == 0 ? "norm+add*s" : v == 1 ? "norm+add*s, skip norm" : "mul per element";
+        for (int rep = 0; rep < 2; rep++) {
+            CK(gcuda_fill_nan(dt, dy1, N1, NULL, &E));
+            CK(gcuda_fill_nan(dt, dg, N1, NULL, &E));
+            CK(gcuda_fill_nan(dt, dy2, N2, NULL, &E));
+            CK(gcuda_fill_nan(dt, f2.y, N2, NULL, &E));
+            CK(gcuda_gemv_rows_seq(dt, dx, dw1, dy1, K1, N1, &f1, dw2, dy2, N2, &f2, NULL, &E));
+            std::string sh = sh0 + (rep ? " again" : "");
+            check("gemv seq: y1", sh, dt, ddown(dt, dy1, N1), y1ref);
+            check("gemv seq: gelu(y1)*b", sh, dt, ddown(dt, dg, N1), gref);
+            check("gemv seq: y2", sh, dt, ddown(dt, dy2, N2), y2ref);
+            check(fmt("gemv seq: %s", what).c_str(), sh, dt, ddown(dt, f2.y, N2), ref);
+            if (v == 1) {
+                check("gemv seq: skip norm sum", sh, dt, ddown(dt, f2.sk_sum, N2), sum);
+                check("gemv seq: skip norm", sh, dt, ddown(dt, f2.sk_y, N2), ref2);
+            }
+        }
+    }
+    release_all();
+}
+
 /* gcuda_gemv_rows_fused with a norm prologue: the GEMV's x is the RMSNorm
  * (skip: of x + skip + bias, whose sum is stored too) of its input, rounded
  * to the dtype as the norm kernels store it, computed by each block; against
@@ -2038,6 +2141,63 @@ static void skeleton(double copy_gbs)
  * per launch (20 launches in a graph, each reading what the last wrote: the
  * step's dependence), against the plain GEMV of the same shape, at the
  * threads per row GRAFT_CUDA_ROWS_TPR forces (else the launcher's): no checks. */
+/* The per-layer-input gate (1536 -> 256, gelu * the layer's input) and
+ * projection (256 -> 1536, norm + residual add * scale) of E2B: as two
+ * launches of the row kernel (EPI 1 then EPI 2) against one cluster launch
+ * (gcuda_gemv_rows_seq), 20 of them in a graph, each reading the last
+ * one's output; and each after a 6144 x 1536 GEMV that makes its input
+ * (the down projection before it in E2B: the overlap PDL gives). */
+static void seq_lab(double copy_gbs)
+{
+    const int dt = GRAFT_DTYPE_FLOAT16, K1 = 1536, N1 = 256, N2 = 1536, KD = 6144;
+    const size_t es = 2;
+    void *w1 = dalloc((size_t)K1 * N1 * es), *w2 = dalloc((size_t)N1 * N2 * es), *wd = dalloc((size_t)KD * N2 * es);
+    void *x = dalloc(K1 * es), *xd = dalloc(KD * es), *y1 = dalloc(N1 * es), *g = dalloc(N1 * es), *y2 = dalloc(N2 * es),
+         *o = dalloc(N2 * es), *b = dalloc(N1 * es), *gam = dalloc(N2 * es), *res = dalloc(N2 * es),
+         *scal = dalloc(es);
+    dinit(dt, w1, (size_t)K1 * N1, 11u), dinit(dt, w2, (size_t)N1 * N2, 12u), dinit(dt, wd, (size_t)KD * N2, 13u);
+    dinit(dt, x, K1, 14u), dinit(dt, xd, KD, 19u), dinit(dt, b, N1, 15u), dinit(dt, gam, N2, 16u), dinit(dt, res, N2, 17u);
+    dinit(dt, scal, 1, 18u);
+    CUCK(cudaMemcpy(o, x, N2 * es, cudaMemcpyDeviceToDevice));
+    unsigned *ctr = (unsigned *)dalloc(sizeof(unsigned));
+    CUCK(cudaMemset(ctr, 0, sizeof(unsigned)));
+    gops_fuse f1, f2;
+    memset(&f1, 0, sizeof f1);
+    f1.rank = 1, f1.dims[0] = N1, f1.y = g, f1.y_dtype = dt, f1.n_leaf = 2;
+    f1.leaf[0] = y1, f1.leaf_dtype[0] = dt, f1.st[0][0] = 1;
+    f1.leaf[1] = b, f1.leaf_dtype[1] = dt, f1.st[1][0] = 1;
+    f1.ins[f1.n_ins++] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+    f1.ins[f1.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+    memset(&f2, 0, sizeof f2);
+    f2.rank = 1, f2.dims[0] = N2, f2.y = o, f2.y_dtype = dt, f2.n_leaf = 3;
+    f2.leaf[0] = y2, f2.leaf_dtype[0] = dt, f2.st[0][0] = 1;
+    f2.leaf[1] = res, f2.leaf_dtype[1] = dt, f2.st[1][0] = 1;
+    f2.leaf[2] = scal, f2.leaf_dtype[2] = dt;
+    f2.norm_dim = N2, f2.gamma = gam, f2.eps = 1e-6f, f2.norm_dtype = dt;
+    f2.ins[f2.n_ins++] = {GOPS_FUSE_BINARY, GOPS_ADD, 1, 0, dt, 0, 0};
+    f2.ins[f2.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 2, 0, dt, 0, 0};
+    const int C = gcuda_gemv_rows_seq_fits(dt, K1, N1, N2);
+    printf("\nper-layer-input gate + projection (fp16, %d-block cluster), us a pair (floor %.2f):\n", C,
+           (double)(K1 * N1 + N1 * N2) * es / (copy_gbs * 1e9) * 1e6);
+    printf("| before it | two row-kernel launches | one cluster launch |\n|---|---:|---:|\n");
+    for (int down = 0; down < 2; down++) {
+        double us[2];
+        for (int v = 0; v < 2; v++)
+            us[v] = graph_us([&](int, gcuda_stream st) {
+                if (down) CK(gcuda_gemv_rows(dt, xd, wd, x, KD, N2, st, &E)); /* the pair's input */
+                const void *in = down ? x : o;
+                if (v == 0) {
+                    CK(gcuda_gemv_rows_tail(dt, in, w1, y1, K1, N1, &f1, NULL, st, &E));
+                    CK(gcuda_gemv_rows_tail(dt, g, w2, y2, N1, N2, &f2, ctr, st, &E));
+                } else if (C) {
+                    CK(gcuda_gemv_rows_seq(dt, in, w1, y1, K1, N1, &f1, w2, y2, N2, &f2, st, &E));
+                }
+            }, 20, 7);
+        printf("| %s | %.2f | %.2f |\n", down ? "a 6144 x 1536 GEMV" : "nothing", us[0], C ? us[1] : 0.0);
+    }
+    release_all();
+}
+
 static void epi_lab(double copy_gbs)
 {
     const int dt = GRAFT_DTYPE_FLOAT16;
@@ -2237,6 +2397,7 @@ int main(int argc, char **argv)
     if (skel || epi) { /* only the E2B step skeleton, or the fused GEMV variants: no checks */
         double cr = copy_rate();
         if (epi) epi_lab(cr);
+        if (epi) seq_lab(cr);
         if (skel) skeleton(cr);
         return 0;
     }
@@ -2287,6 +2448,9 @@ int main(int argc, char **argv)
         test_gemv_tail(dt, 256, 1536);
         test_gemv_tail(dt, 1001, 300); /* the scalar kernel */
         if (!quick) test_gemv_tail(dt, 12288, 1536); /* GRAFT_CUDA_STREAM=15: a row in 6 pieces (16-bit) */
+        test_gemv_seq(dt, 1536, 256, 1536); /* E2B's per-layer-input gate and projection */
+        test_gemv_seq(dt, 64, 16, 64);      /* the gemma4 fixtures': fewer rows than blocks */
+        test_gemv_seq(dt, 264, 40, 1000);   /* uneven runs */
         test_gemv_pro(dt, 1536, {2048}, false, false);
         test_gemv_pro(dt, 1536, {2048, 256, 256}, false, false);
         test_gemv_pro(dt, 1536, {1536}, true, false);
