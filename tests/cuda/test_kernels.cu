@@ -2141,6 +2141,18 @@ static void skeleton(double copy_gbs)
  * per launch (20 launches in a graph, each reading what the last wrote: the
  * step's dependence), against the plain GEMV of the same shape, at the
  * threads per row GRAFT_CUDA_ROWS_TPR forces (else the launcher's): no checks. */
+/* The lab's gelu(a) * b over N elements (rank 1) into y: the gate/up
+ * pair's chain, and the per-layer input's gate. */
+static void lab_gelu_mul(gops_fuse &f, int dt, int N, void *y, void *a, void *b)
+{
+    memset(&f, 0, sizeof f);
+    f.rank = 1, f.dims[0] = N, f.y = y, f.y_dtype = dt, f.n_leaf = 2;
+    f.leaf[0] = a, f.leaf_dtype[0] = dt, f.st[0][0] = 1;
+    f.leaf[1] = b, f.leaf_dtype[1] = dt, f.st[1][0] = 1;
+    f.ins[f.n_ins++] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+    f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+}
+
 /* The per-layer-input gate (1536 -> 256, gelu * the layer's input) and
  * projection (256 -> 1536, norm + residual add * scale) of E2B: as two
  * launches of the row kernel (EPI 1 then EPI 2) against one cluster launch
@@ -2162,12 +2174,7 @@ static void seq_lab(double copy_gbs)
     unsigned *ctr = (unsigned *)dalloc(sizeof(unsigned));
     CUCK(cudaMemset(ctr, 0, sizeof(unsigned)));
     gops_fuse f1, f2;
-    memset(&f1, 0, sizeof f1);
-    f1.rank = 1, f1.dims[0] = N1, f1.y = g, f1.y_dtype = dt, f1.n_leaf = 2;
-    f1.leaf[0] = y1, f1.leaf_dtype[0] = dt, f1.st[0][0] = 1;
-    f1.leaf[1] = b, f1.leaf_dtype[1] = dt, f1.st[1][0] = 1;
-    f1.ins[f1.n_ins++] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
-    f1.ins[f1.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+    lab_gelu_mul(f1, dt, N1, g, y1, b);
     memset(&f2, 0, sizeof f2);
     f2.rank = 1, f2.dims[0] = N2, f2.y = o, f2.y_dtype = dt, f2.n_leaf = 3;
     f2.leaf[0] = y2, f2.leaf_dtype[0] = dt, f2.st[0][0] = 1;
@@ -2292,12 +2299,7 @@ static void epi_lab(double copy_gbs)
                     return;
                 }
                 gops_fuse f;
-                memset(&f, 0, sizeof f);
-                f.rank = 1, f.dims[0] = N, f.y = o, f.y_dtype = dt, f.n_leaf = 2;
-                f.leaf[0] = y0, f.leaf_dtype[0] = dt, f.st[0][0] = 1;
-                f.leaf[1] = y1, f.leaf_dtype[1] = dt, f.st[1][0] = 1;
-                f.ins[f.n_ins++] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
-                f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+                lab_gelu_mul(f, dt, N, o, y0, y1);
                 if (v == 1) {
                     CK(gcuda_gemv_rows_pair_tail(dt, in, w0, w1, y0, y1, K, N, &f, st, &E));
                 } else {
