@@ -47,7 +47,7 @@ ifeq ($(HAVE_NVCC),1)
 CU_SRCS   := $(wildcard kernels/cuda/*.cu runtime/cuda/*.cu)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))
 NVCCFLAGS := -O3 -std=c++17 -arch=sm_90 -lineinfo -Xcompiler -Wall,-Werror,-fPIC -Werror all-warnings \
-             -Iinclude -I. -I$(GEN)
+             -Iinclude -I.
 CUDA_CFLAGS := -DGRAFT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
 else
@@ -55,7 +55,12 @@ CU_SRCS   :=
 CUDA_CFLAGS :=
 CUDA_LDLIBS :=
 endif
-CUDA_OBJS := $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
+# nvcc's objects do not depend on SANITIZE (device code and its host stubs
+# are compiled without the sanitizers either way) and live in one folder
+# for every build, so `make test SANITIZE=1` after `make test` (.ci/run)
+# compiles no CUDA again
+CU_OBJ    := build/cuda-obj
+CUDA_OBJS := $(CU_SRCS:%.cu=$(CU_OBJ)/%.cu.o)
 CUDA_LIB  := $(BUILD)/libgraft_cuda.a
 
 LIB_SRCS  := $(wildcard onnx/*.c compose/*.c runtime/*.c kernels/*.c tokenizer/*.c)
@@ -100,7 +105,7 @@ $(BUILD)/obj/%.o: %.c $(PB_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu $(PB_H)
+$(CU_OBJ)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
@@ -170,4 +175,4 @@ install: all
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(CU_OBJ) -name '*.d' 2>/dev/null)

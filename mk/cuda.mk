@@ -14,7 +14,7 @@ CUDA_TEST := $(BUILD)/tests/cuda/test_kernels
 
 all: $(CUDA_LIB) $(CUDA_TEST)
 
-$(CUDA_TEST): $(BUILD)/obj/tests/cuda/test_kernels.cu.o $(CUDA_LIB)
+$(CUDA_TEST): $(CU_OBJ)/tests/cuda/test_kernels.cu.o $(CUDA_LIB)
 	@mkdir -p $(@D)
 	$(NVCC) -arch=sm_90 -o $@ $< $(CUDA_LIB) -lcublasLt -lcublas
 
