@@ -263,34 +263,22 @@ template <> struct am_mma<__nv_bfloat16> {
     }
 };
 
-__device__ __forceinline__ unsigned am_smem_addr(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
 __device__ __forceinline__ void am_ldsm_x4(unsigned *r, const void *p)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(am_smem_addr(p)));
+                 : "r"(gc_smem_addr(p)));
 }
 __device__ __forceinline__ void am_ldsm_x2(unsigned *r, const void *p)
 {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(am_smem_addr(p)));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(gc_smem_addr(p)));
 }
 __device__ __forceinline__ void am_ldsm_x4_t(unsigned *r, const void *p)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(am_smem_addr(p)));
+                 : "r"(gc_smem_addr(p)));
 }
-/* 16 bytes global to shared, zero-filled when !ok */
-__device__ __forceinline__ void am_cp16(void *dst, const void *src, bool ok)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(am_smem_addr(dst)), "l"(src),
-                 "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void am_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void am_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 template <typename T, int D> struct am_layout {
     static constexpr int TK = D >= 512 ? 32 : 64; /* keys per tile */
@@ -355,14 +343,14 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             bool ok = r < nk && c < cpr;
             size_t off = ok ? (size_t)(jt + r) * hd + (size_t)c * 8 : 0;
             if (jt + r == jnew) continue; /* the newest key: below */
-            am_cp16(kd + r * ST + c * 8, kb + off, ok);
-            am_cp16(vd + r * ST + c * 8, vb + off, ok);
+            gc_cp16(kd + r * ST + c * 8, kb + off, ok);
+            gc_cp16(vd + r * ST + c * 8, vb + off, ok);
         }
         if (jnew >= jt && jnew < jt + nk) {
             T *kr = kd + (jnew - jt) * ST, *vr = vd + (jnew - jt) * ST;
             for (int c = tid; c < CPR; c += AM_THREADS) {
-                am_cp16(kr + c * 8, kn + (c < cpr ? (size_t)c * 8 : 0), c < cpr);
-                am_cp16(vr + c * 8, vn + (c < cpr ? (size_t)c * 8 : 0), c < cpr);
+                gc_cp16(kr + c * 8, kn + (c < cpr ? (size_t)c * 8 : 0), c < cpr);
+                gc_cp16(vr + c * 8, vn + (c < cpr ? (size_t)c * 8 : 0), c < cpr);
             }
         }
     };
@@ -382,7 +370,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         for (int it = 0; it < (16 * CPR + AM_THREADS - 1) / AM_THREADS; it++) {
             int i = it * AM_THREADS + tid, r = i / CPR, c = i % CPR;
             bool ok = r < G && c < cpr;
-            if (r < 16) am_cp16(qs + r * ST + c * 8, qg + (ok ? (size_t)r * hd + (size_t)c * 8 : 0), ok);
+            if (r < 16) gc_cp16(qs + r * ST + c * 8, qg + (ok ? (size_t)r * hd + (size_t)c * 8 : 0), ok);
         }
     } else {
         for (int i = tid; i < 16 * D; i += AM_THREADS) {
@@ -391,7 +379,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         }
     }
     load_tile(j0, 0);
-    am_commit();
+    gc_cp_commit();
     /* row stats */
     if (tid < 16) {
         m_s[tid] = -INFINITY;
@@ -405,8 +393,8 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
     int buf = 0;
     for (int jt = j0; jt < j1; jt += TK, buf ^= 1) {
         if (jt + TK < j1) load_tile(jt + TK, buf ^ 1);
-        am_commit();
-        am_wait<1>();
+        gc_cp_commit();
+        gc_cp_wait<1>();
         __syncthreads(); /* tile jt in shared memory (and, the first time, qs and the stats) */
         const T *kt = ks + (size_t)buf * TK * ST, *vt = vs + (size_t)buf * TK * ST;
 

@@ -165,6 +165,33 @@ __host__ __device__ __forceinline__ int go_leaf_mode(const gops_fuse &f, int l)
     return cont ? 1 : zero ? 2 : 0;
 }
 
+/* Every leaf's layout, 2 bits a leaf (go_chain_modes's modes). */
+__host__ __device__ __forceinline__ unsigned go_leaf_modes(const gops_fuse &f)
+{
+    unsigned m = 0;
+    for (int l = 0; l < f.n_leaf; l++) m |= (unsigned)go_leaf_mode(f, l) << (2 * l);
+    return m;
+}
+
+/* Host checks of a launch description: its rank, instruction and leaf
+ * counts within bounds and every binary instruction reading a leaf it has
+ * (go_fuse_ok); the output's elements (go_fuse_numel). */
+static inline bool go_fuse_ok(const gops_fuse &f)
+{
+    if (f.rank < 0 || f.rank > GOPS_MAX_RANK || f.n_ins < 0 || f.n_ins > GOPS_FUSE_MAX || f.n_leaf < 1 ||
+        f.n_leaf > GOPS_FUSE_LEAVES)
+        return false;
+    for (int k = 0; k < f.n_ins; k++)
+        if (f.ins[k].kind == GOPS_FUSE_BINARY && (f.ins[k].leaf < 0 || f.ins[k].leaf >= f.n_leaf)) return false;
+    return true;
+}
+static inline int64_t go_fuse_numel(const gops_fuse &f)
+{
+    int64_t n = 1;
+    for (int d = 0; d < f.rank; d++) n *= f.dims[d];
+    return n;
+}
+
 /* o[e] = leaf l at the thread's elements (0 past dim): the dtype and the
  * layout decided once, outside the element loop. */
 template <typename I, int EPT, typename T>

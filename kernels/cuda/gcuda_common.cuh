@@ -150,6 +150,17 @@ __device__ __forceinline__ void gc_bulk_copy(uint32_t dst, const void *src, uint
                      "l"(src), "r"(bytes), "r"(bar)
                      : "memory");
 }
+/* 16 bytes global to shared by cp.async (zero-filled when !ok), in the
+ * thread's current group; gc_cp_commit closes the group, gc_cp_wait<N>
+ * waits until at most N of the thread's groups are in flight. */
+__device__ __forceinline__ void gc_cp16(void *dst, const void *src, bool ok)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(gc_smem_addr(dst)), "l"(src),
+                 "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void gc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void gc_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
 /* Waits until the mbarrier's phase of this parity has completed. */
 __device__ __forceinline__ void gc_mbar_wait(uint32_t bar, uint32_t parity)
 {

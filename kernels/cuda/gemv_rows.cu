@@ -705,17 +705,11 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     int64_t rows = 0;
     int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain, then an RMSNorm */
     if (pchain) {
-        int64_t numel = 1;
-        for (int d = 0; d < pchain->rank; d++) numel *= pchain->dims[d];
+        const int64_t numel = go_fuse_ok(*pchain) ? go_fuse_numel(*pchain) : -1; /* -1: not well formed */
         if (!pro || !pro->gamma || pro->skip || tail || pair || pchain->norm_dim != K || numel != K ||
-            K > GCUDA_CHAIN_PRO_MAX_K || pchain->sk_y || !pchain->y || pchain->y_dtype != dtype ||
-            pchain->n_ins < 0 || pchain->n_ins > GOPS_FUSE_MAX || pchain->rank > GOPS_MAX_RANK)
+            K > GCUDA_CHAIN_PRO_MAX_K || pchain->sk_y || !pchain->y || pchain->y_dtype != dtype)
             return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_chain_pro: a chain over %lld elements (norm %lld) "
                               "before a GEMV of K %lld", (long long)numel, (long long)pchain->norm_dim, (long long)K);
-        for (int k = 0; k < pchain->n_ins; k++)
-            if (pchain->ins[k].kind == GOPS_FUSE_BINARY &&
-                (pchain->ins[k].leaf < 0 || pchain->ins[k].leaf >= pchain->n_leaf))
-                return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_chain_pro: instruction %d's leaf", k);
         set.pro = *pro;
         set.pro.x = NULL;
         x = NULL; /* each block's own, in shared memory */
@@ -751,14 +745,11 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     int epi = 0;
     gops_fuse none;
     if (tail) {
-        int64_t numel = 1;
-        for (int d = 0; d < tail->rank; d++) numel *= tail->dims[d];
-        bool ok = (n == 1 || pair) && numel == set.rows && tail->n_ins >= 0 && tail->n_ins <= GOPS_FUSE_MAX &&
-                  tail->rank <= GOPS_MAX_RANK && (tail->norm_dim == 0 || (tail->norm_dim == rows && counter));
+        const int64_t numel = go_fuse_ok(*tail) ? go_fuse_numel(*tail) : -1; /* -1: not well formed */
+        bool ok = (n == 1 || pair) && numel == set.rows &&
+                  (tail->norm_dim == 0 || (tail->norm_dim == rows && counter));
         /* a skip norm after the chain: only by the last block of one matrix's norm-headed chain */
         ok = ok && (!tail->sk_y || (!pair && tail->norm_dim && tail->sk_x && tail->sk_gamma && tail->y_dtype == dtype));
-        for (int k = 0; ok && k < tail->n_ins; k++)
-            ok = tail->ins[k].kind != GOPS_FUSE_BINARY || (tail->ins[k].leaf >= 0 && tail->ins[k].leaf < tail->n_leaf);
         if (!ok)
             return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: a chain over %lld elements (norm %lld) "
                               "after %d matrices of %lld rows", (long long)numel, (long long)tail->norm_dim, n,
@@ -766,13 +757,11 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         epi = pair ? 3 : tail->norm_dim ? 2 : 1;
         /* each leaf's layout (go_chain_modes); the pair's second output as a leaf: y[1] itself as the output
          * lays it out, of its dtype (its value is the one the thread stored) */
+        set.modes = go_leaf_modes(*tail);
         set.y1_leaf = -1;
-        for (int l = 0; l < tail->n_leaf; l++) {
-            const int mode = go_leaf_mode(*tail, l);
-            set.modes |= (unsigned)mode << (2 * l);
-            if (pair && set.y1_leaf < 0 && mode == 1 && tail->leaf[l] == y[1] && tail->leaf_dtype[l] == dtype)
+        for (int l = 0; pair && l < tail->n_leaf && set.y1_leaf < 0; l++)
+            if ((set.modes >> (2 * l) & 3u) == 1 && tail->leaf[l] == y[1] && tail->leaf_dtype[l] == dtype)
                 set.y1_leaf = l;
-        }
     } else {
         memset(&none, 0, sizeof none);
     }

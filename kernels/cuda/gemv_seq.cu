@@ -82,10 +82,8 @@ __device__ __forceinline__ void sq_fetch(unsigned char *dst, const void *w, int 
 {
     const int words = n * K / 8;
     const uint4 *src = reinterpret_cast<const uint4 *>(w) + (size_t)r0 * K / 8;
-    for (int i = (int)threadIdx.x; i < words; i += SQ_THREADS)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(gc_smem_addr(dst + (size_t)i * 16)), "l"(src + i)
-                     : "memory");
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    for (int i = (int)threadIdx.x; i < words; i += SQ_THREADS) gc_cp16(dst + (size_t)i * 16, src + i, true);
+    gc_cp_commit();
 }
 
 /* The n rows of a run (C 16-byte chunks each) times v into out[]: warp w
@@ -144,7 +142,7 @@ __global__ void __launch_bounds__(SQ_THREADS, 1) gemv_seq_kernel(sq_params p, go
     T *gs = reinterpret_cast<T *>(sq_smem + p.og);
     float *sums = reinterpret_cast<float *>(sq_smem + p.of);
     for (int c = tid; c < C1; c += SQ_THREADS) xs[c] = __ldg(reinterpret_cast<const uint4 *>(p.x) + c);
-    asm volatile("cp.async.wait_group 1;" ::: "memory"); /* this thread's W1 words */
+    gc_cp_wait<1>(); /* this thread's W1 words */
     __syncthreads();
     sq_gemv<T>(reinterpret_cast<const uint4 *>(sq_smem), xs, n1, C1, sums);
     /* y1 and g, a thread an element; g to every block's gs */
@@ -162,7 +160,7 @@ __global__ void __launch_bounds__(SQ_THREADS, 1) gemv_seq_kernel(sq_params p, go
         const int rr = a1 + i % n1, dst = i / n1;
         if (dst != b) sq_st16(sq_map(gs + rr, (unsigned)dst), *reinterpret_cast<const unsigned short *>(gs + rr));
     }
-    asm volatile("cp.async.wait_group 0;" ::: "memory"); /* this thread's W2 words, before its arrival */
+    gc_cp_wait<0>(); /* this thread's W2 words, before its arrival */
     sq_arrive(true);
     sq_wait(); /* g complete in every block, and W2's run in this one */
     sq_gemv<T>(reinterpret_cast<const uint4 *>(sq_smem + p.o2), reinterpret_cast<const uint4 *>(gs), n2, C2, sums);
@@ -287,22 +285,12 @@ extern "C" int gcuda_gemv_rows_seq_fits(int dtype, int64_t K1, int64_t N1, int64
                                         : sq_blocks<__nv_bfloat16>(K1, N1, N2, &p, &smem);
 }
 
+/* A chain over the N outputs of a GEMV: per element, or (norm_ok) headed by
+ * a norm over all N, with or without the skip norm after it. */
 static bool sq_chain_ok(const gops_fuse *f, int64_t N, bool norm_ok)
 {
-    int64_t numel = 1;
-    for (int d = 0; d < f->rank; d++) numel *= f->dims[d];
-    bool ok = numel == N && f->n_ins >= 0 && f->n_ins <= GOPS_FUSE_MAX && f->rank <= GOPS_MAX_RANK && f->y &&
-              (f->norm_dim == 0 || (norm_ok && f->norm_dim == N)) && (!f->sk_y || (f->norm_dim && f->sk_x && f->sk_gamma));
-    for (int k = 0; ok && k < f->n_ins; k++)
-        ok = f->ins[k].kind != GOPS_FUSE_BINARY || (f->ins[k].leaf >= 0 && f->ins[k].leaf < f->n_leaf);
-    return ok;
-}
-
-static unsigned sq_modes(const gops_fuse &f)
-{
-    unsigned m = 0;
-    for (int l = 0; l < f.n_leaf; l++) m |= (unsigned)go_leaf_mode(f, l) << (2 * l);
-    return m;
+    return go_fuse_ok(*f) && go_fuse_numel(*f) == N && f->y && (f->norm_dim == 0 || (norm_ok && f->norm_dim == N)) &&
+           (!f->sk_y || (f->norm_dim && f->sk_x && f->sk_gamma));
 }
 
 extern "C" graft_status gcuda_gemv_rows_seq(int dtype, const void *x, const void *w1, void *y1, int64_t K1,
@@ -326,7 +314,7 @@ extern "C" graft_status gcuda_gemv_rows_seq(int dtype, const void *x, const void
         return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows_seq: %lld x %lld and %lld x %lld do not fit a "
                           "cluster's shared memory", (long long)N1, (long long)K1, (long long)N2, (long long)N1);
     p.x = x, p.w1 = w1, p.w2 = w2, p.y1 = y1, p.y2 = y2;
-    p.modes1 = sq_modes(*f1), p.modes2 = sq_modes(*f2);
+    p.modes1 = go_leaf_modes(*f1), p.modes2 = go_leaf_modes(*f2);
     cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = (unsigned)C, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;

@@ -490,16 +490,10 @@ template <typename I> static void go_fuse_norm_go(const gops_fuse *f, unsigned r
 
 extern "C" graft_status gops_fused(const gops_fuse *f, gcuda_stream s, graft_error *err)
 {
-    if (f->rank < 0 || f->rank > GOPS_MAX_RANK || f->n_ins < 0 || f->n_ins > GOPS_FUSE_MAX || f->n_leaf < 1 ||
-        f->n_leaf > GOPS_FUSE_LEAVES)
-        return gcuda_errf(err, GRAFT_EINVAL, "gops_fused: rank %d, %d instructions, %d leaves", f->rank, f->n_ins,
-                          f->n_leaf);
-    for (int k = 0; k < f->n_ins; k++)
-        if (f->ins[k].kind == GOPS_FUSE_BINARY && (f->ins[k].leaf < 0 || f->ins[k].leaf >= f->n_leaf))
-            return gcuda_errf(err, GRAFT_EINVAL, "gops_fused: instruction %d reads leaf %d of %d", k, f->ins[k].leaf,
-                              f->n_leaf);
-    int64_t n = 1;
-    for (int d = 0; d < f->rank; d++) n *= f->dims[d];
+    if (!go_fuse_ok(*f))
+        return gcuda_errf(err, GRAFT_EINVAL, "gops_fused: rank %d, %d instructions, %d leaves (or an instruction "
+                          "reading a leaf past them)", f->rank, f->n_ins, f->n_leaf);
+    const int64_t n = go_fuse_numel(*f);
     if (n <= 0) return GRAFT_OK;
     bool small = n < (1LL << 30); /* 32-bit index arithmetic, no overflow of i + stride */
     if (f->norm_dim > 0) {
