@@ -322,6 +322,7 @@ graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err);
  * so that a decode GEMV streams each output's row (gcuda_gemv_rows) and a
  * prefill GEMM reads B transposed. GRAFT_CUDA_ROWS=0: kept as they are. */
 graft_status cx_rows_plan(cx_exec *x, graft_error *err);
+bool cx_made(const cx_exec *x, const cx_node *cn);
 graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err);
 /* MatMul cn (mt set, weight stored [N, K], one row): the GEMV with mt's
  * chain as its epilogue; y is cn's output, already made. 1 in *done when

@@ -447,11 +447,19 @@ graft_status cx_rows_plan(cx_exec *x, graft_error *err)
     return GRAFT_OK;
 }
 
+/* cn's output made on the device this run by the launch of a node before
+ * it (mm_run: a group's first GEMV, a GEMV running cn's chain or skip
+ * norm, or the GEMV before a seq_second MatMul). */
+bool cx_made(const cx_exec *x, const cx_node *cn)
+{
+    const cx_val *v = cx_v(cn->n.out[0]);
+    return cn->mm_run == x->run_no && v->t.present && v->on_dev;
+}
+
 /* A later node of a group: nothing to do when the first made its output. */
 graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    cx_val *v = cx_v(cn->n.out[0]);
-    if (cn->mm_run == x->run_no && v->t.present && v->on_dev) return GRAFT_OK;
+    if (cx_made(x, cn)) return GRAFT_OK;
     return cn->dop->run(x, cn, err);
 }
 
@@ -811,15 +819,13 @@ static graft_status skip_args(cx_exec *x, cx_node *t, cx_node *sn, gops_fuse *g,
 
 graft_status cx_skip_follow(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    cx_val *v = cx_v(cn->n.out[0]);
-    if (cn->mm_run == x->run_no && v->t.present && v->on_dev) return GRAFT_OK;
+    if (cx_made(x, cn)) return GRAFT_OK;
     return cn->dop->run(x, cn, err);
 }
 
 graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    cx_val *v = cx_v(cn->n.out[0]);
-    if (cn->mm_run == x->run_no && v->t.present && v->on_dev) return GRAFT_OK;
+    if (cx_made(x, cn)) return GRAFT_OK;
     return cx_fuse_run(x, cn, err);
 }
 

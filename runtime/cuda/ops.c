@@ -372,10 +372,7 @@ static int acc_matmul(cx_exec *x, cx_node *cn)
 
 static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    if (cn->seq_second && cn->mm_run == x->run_no) { /* made by the GEMV before it (cx_seq_gemv) */
-        cx_val *v = cx_v(cn->n.out[0]);
-        if (v->t.present && v->on_dev) return GRAFT_OK;
-    }
+    if (cn->seq_second && cx_made(x, cn)) return GRAFT_OK; /* made by the GEMV before it (cx_seq_gemv) */
     cx_val *a = cx_in(cn, 0), *b = cx_in(cn, 1);
     int ra = a->t.rank, rb = b->t.rank;
     if (ra < 2 || rb < 2) return UNSUP(cn, "1-D operand");
