@@ -34,6 +34,16 @@ struct attn_params {
     long long window_left;
     const void *knew, *vnew; /* the newest key's rows, not yet in the caches (tensor-core kernel only) */
     long long nsb, nsh;
+    /* tensor-core kernel only (gcuda_attn_decode_takes_prep): qg set, q holds the query rows before their
+     * RMSNorm (gamma qg, qeps) and rotary; kg set, knew the key row before its own; vnorm, vnew the value
+     * row before v / sqrt(mean(v^2) + veps). The rotary: caches rcos/rsin [rmax, rdim / 2], the token's
+     * cache row rpos[b], pairs interleaved (rinter) or halves. */
+    const void *qg, *kg;
+    float qeps, keps, veps;
+    int vnorm, rdim, rinter;
+    const void *rcos, *rsin;
+    const int64_t *rpos;
+    long long rmax;
 };
 
 template <typename T, int D, int GT> struct attn_layout {
@@ -290,8 +300,93 @@ template <typename T, int D> struct am_layout {
     static constexpr size_t s_off = v_off + (size_t)2 * TK * ST * sizeof(T);
     static constexpr size_t p_off = s_off + (size_t)16 * SST * sizeof(float);
     static constexpr size_t r_off = p_off + (size_t)16 * PST * sizeof(T);
-    static constexpr size_t bytes = r_off + (size_t)3 * 16 * sizeof(float);
+    /* the prologue's rows (attn_params.qg/kg/vnorm): the new key, the new value, the q and k gammas,
+     * the rotary's cos and sin, ST elements each */
+    static constexpr size_t n_off = r_off + (size_t)3 * 16 * sizeof(float);
+    static constexpr size_t bytes = n_off + (size_t)6 * ST * sizeof(T);
 };
+
+/* The prologue's rows (attn_params.qg/kg/vnorm) in shared memory, eight
+ * threads a row (sub: the thread's place among them), 16-byte words.
+ * am_prep_norm: row x (hd values) RMS-normalised with gamma g and rounded
+ * to T as an RMSNorm node stores it (g NULL: x / sqrt(mean(x^2) + eps),
+ * rounded once), as rotary_norm_row and the fused chain's norm do; act 0:
+ * nothing, but its shuffles still run (every lane of the warp calls it). */
+template <typename T, int D>
+__device__ __forceinline__ void am_prep_norm(T *x, const T *g, float eps, int hd, int sub, bool act)
+{
+    constexpr int MW = D / 64; /* words a thread holds: hd / 8 over 8 threads */
+    const int W = act ? hd / 8 : 0;
+    uint4 v[MW];
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < MW; i++) {
+        const int w = sub + 8 * i;
+        if (w >= W) break;
+        v[i] = *reinterpret_cast<const uint4 *>(x + w * 8);
+        const T *e = reinterpret_cast<const T *>(&v[i]);
+#pragma unroll
+        for (int k = 0; k < 8; k++) ss += gc_f(e[k]) * gc_f(e[k]);
+    }
+    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+    ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+    ss += __shfl_xor_sync(0xffffffffu, ss, 4);
+    const float q = ss / (float)hd + eps, inv = gc_rsqrt<T>(q), sq = sqrtf(q);
+#pragma unroll
+    for (int i = 0; i < MW; i++) {
+        const int w = sub + 8 * i;
+        if (w >= W) break;
+        T *e = reinterpret_cast<T *>(&v[i]);
+        if (g) {
+            const uint4 gw = *reinterpret_cast<const uint4 *>(g + w * 8);
+            const T *ge = reinterpret_cast<const T *>(&gw);
+#pragma unroll
+            for (int k = 0; k < 8; k++) e[k] = gc_to<T>(gc_f(e[k]) * inv * gc_f(ge[k]));
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) e[k] = gc_to<T>(gc_f(e[k]) / sq);
+        }
+        *reinterpret_cast<uint4 *>(x + w * 8) = v[i];
+    }
+}
+
+/* The rotary of row x in place (pairs of the first rdim values; cos and
+ * sin of the token's position in cs, sn), rounded to T as rotate_pair.
+ * Halves: a thread takes the words w and w + rdim / 16 together. */
+template <typename T>
+__device__ __forceinline__ void am_prep_rope(T *x, const T *cs, const T *sn, int rdim, int inter, int sub)
+{
+    const int half = rdim / 2;
+    if (!inter) {
+        for (int w = sub; w < half / 8; w += 8) {
+            uint4 a = *reinterpret_cast<const uint4 *>(x + w * 8), b = *reinterpret_cast<const uint4 *>(x + half + w * 8);
+            const uint4 c = *reinterpret_cast<const uint4 *>(cs + w * 8), s = *reinterpret_cast<const uint4 *>(sn + w * 8);
+            T *ae = reinterpret_cast<T *>(&a), *be = reinterpret_cast<T *>(&b);
+            const T *ce = reinterpret_cast<const T *>(&c), *se = reinterpret_cast<const T *>(&s);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const float x0 = gc_f(ae[k]), x1 = gc_f(be[k]), cc = gc_f(ce[k]), sv = gc_f(se[k]);
+                ae[k] = gc_to<T>(cc * x0 - sv * x1);
+                be[k] = gc_to<T>(sv * x0 + cc * x1);
+            }
+            *reinterpret_cast<uint4 *>(x + w * 8) = a;
+            *reinterpret_cast<uint4 *>(x + half + w * 8) = b;
+        }
+    } else {
+        for (int w = sub; w < rdim / 8; w += 8) {
+            uint4 a = *reinterpret_cast<const uint4 *>(x + w * 8);
+            T *ae = reinterpret_cast<T *>(&a);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float x0 = gc_f(ae[2 * k]), x1 = gc_f(ae[2 * k + 1]);
+                const float cc = gc_f(cs[4 * w + k]), sv = gc_f(sn[4 * w + k]);
+                ae[2 * k] = gc_to<T>(cc * x0 - sv * x1);
+                ae[2 * k + 1] = gc_to<T>(sv * x0 + cc * x1);
+            }
+            *reinterpret_cast<uint4 *>(x + w * 8) = a;
+        }
+    }
+}
 
 template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 {
@@ -334,7 +429,20 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
     const T *kn = p.knew ? (const T *)p.knew + (size_t)b * p.nsb + (size_t)kh * p.nsh : NULL;
     const T *vn = p.knew ? (const T *)p.vnew + (size_t)b * p.nsb + (size_t)kh * p.nsh : NULL;
 
-    auto load_tile = [&](int jt, int buf) {
+    /* the prologue (attn_params.qg/kg/vnorm): the new key and value rows are made in shared memory
+     * (nrow rows 0, 1) and read from there */
+    T *nrow = reinterpret_cast<T *>(smem + LY::n_off);
+    const bool own = jnew >= j0 && jnew < j1, pk = own && p.kg, pv = own && p.vnorm;
+    /* the new rows of a tile from nrow (plain copies: the tile's cp.async group does not cover them) */
+    auto stage_new = [&](T *kd, T *vd, int jt) {
+        T *kr = kd + (jnew - jt) * ST, *vr = vd + (jnew - jt) * ST;
+        for (int c = tid; c < CPR; c += AM_THREADS) {
+            if (pk) *reinterpret_cast<uint4 *>(kr + c * 8) = *reinterpret_cast<const uint4 *>(nrow + c * 8);
+            if (pv) *reinterpret_cast<uint4 *>(vr + c * 8) = *reinterpret_cast<const uint4 *>(nrow + ST + c * 8);
+        }
+    };
+    /* staged: the rows nrow holds may be copied (false in the prologue, before they are made) */
+    auto load_tile = [&](int jt, int buf, bool staged) {
         const int nk = min(TK, j1 - jt);
         T *kd = ks + (size_t)buf * TK * ST, *vd = vs + (size_t)buf * TK * ST;
 #pragma unroll
@@ -349,20 +457,26 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         if (jnew >= jt && jnew < jt + nk) {
             T *kr = kd + (jnew - jt) * ST, *vr = vd + (jnew - jt) * ST;
             for (int c = tid; c < CPR; c += AM_THREADS) {
-                gc_cp16(kr + c * 8, kn + (c < cpr ? (size_t)c * 8 : 0), c < cpr);
-                gc_cp16(vr + c * 8, vn + (c < cpr ? (size_t)c * 8 : 0), c < cpr);
+                if (!pk) gc_cp16(kr + c * 8, kn + (c < cpr ? (size_t)c * 8 : 0), c < cpr);
+                if (!pv) gc_cp16(vr + c * 8, vn + (c < cpr ? (size_t)c * 8 : 0), c < cpr);
             }
+            if (staged && (pk || pv)) stage_new(kd, vd, jt);
         }
     };
-    if (jnew >= j0 && jnew < j1)
+    /* the new rows into the caches (from nrow where the prologue made them) */
+    auto store_new = [&]() {
         for (int c = tid; c < cpr; c += AM_THREADS) {
             const size_t off = (size_t)jnew * hd + (size_t)c * 8;
-            *reinterpret_cast<uint4 *>(const_cast<T *>(kb) + off) = *reinterpret_cast<const uint4 *>(kn + (size_t)c * 8);
-            *reinterpret_cast<uint4 *>(const_cast<T *>(vb) + off) = *reinterpret_cast<const uint4 *>(vn + (size_t)c * 8);
+            const T *ksrc = pk ? nrow + c * 8 : kn + (size_t)c * 8, *vsrc = pv ? nrow + ST + c * 8 : vn + (size_t)c * 8;
+            *reinterpret_cast<uint4 *>(const_cast<T *>(kb) + off) = *reinterpret_cast<const uint4 *>(ksrc);
+            *reinterpret_cast<uint4 *>(const_cast<T *>(vb) + off) = *reinterpret_cast<const uint4 *>(vsrc);
         }
+    };
+    const bool prep = p.qg || p.kg || p.vnorm;
+    if (own && !prep) store_new();
     /* the group's queries (storage type; rows past G and columns past hd zero): 16 bytes a copy, in
      * the first tile's group (one memory round trip for both), or element by element when q is not
-     * 16-byte aligned */
+     * 16-byte aligned (never with the prologue: gcuda_attn_decode_takes_prep) */
     const T *qg = (const T *)p.q + ((size_t)b * p.Hq + (size_t)kh * G) * hd;
     const bool q16 = ((uintptr_t)qg & 15) == 0;
     if (q16) {
@@ -378,8 +492,59 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             qs[r * ST + d] = r < G && d < hd ? qg[(size_t)r * hd + d] : gc_to<T>(0.0f);
         }
     }
-    load_tile(j0, 0);
-    gc_cp_commit();
+    if (prep) {
+        /* a first group of copies: the raw new rows (zero past hd), the gammas (and the queries above); a
+         * second: the first tile. The cos/sin of the token's position go to registers meanwhile. Then the
+         * norms, the rotaries, the new rows out, while the tile lands. */
+        const bool rope = p.qg || pk;
+        for (int c = tid; c < CPR; c += AM_THREADS) {
+            const size_t o = c < cpr ? (size_t)c * 8 : 0;
+            if (pk) gc_cp16(nrow + c * 8, kn + o, c < cpr);
+            if (pv) gc_cp16(nrow + ST + c * 8, vn + o, c < cpr);
+            if (p.qg && c < cpr) gc_cp16(nrow + 2 * ST + c * 8, (const T *)p.qg + o, true);
+            if (pk && c < cpr) gc_cp16(nrow + 3 * ST + c * 8, (const T *)p.kg + o, true);
+        }
+        gc_cp_commit();
+        load_tile(j0, 0, false);
+        gc_cp_commit();
+        /* the cos/sin words of the token's position: loaded now, stored after the norms */
+        const int hw = p.rdim / 16;
+        uint4 csw;
+        if (rope && tid < 2 * hw) {
+            const long long pos = p.rpos[b];
+            const T *src = (const T *)(tid < hw ? p.rcos : p.rsin) + (tid % hw) * 8;
+            if (pos >= 0 && pos < p.rmax) {
+                csw = *reinterpret_cast<const uint4 *>(src + pos * (p.rdim / 2));
+            } else { /* no error channel on the device: NaN rows show it */
+                T *e = reinterpret_cast<T *>(&csw);
+                for (int k = 0; k < 8; k++) e[k] = gc_to<T>(__int_as_float(0x7fc00000));
+            }
+        }
+        gc_cp_wait<1>();
+        __syncthreads();
+        /* job j: query row j (when qg), then the key, then the value; 16 rows at a time */
+        const int nq = p.qg ? G : 0, jobs = nq + pk + pv, grp = tid >> 3, sub = tid & 7;
+        for (int jb = 0; jb < jobs; jb += AM_THREADS / 8) { /* every lane alike: am_prep_norm's shuffles */
+            const int j = jb + grp;
+            T *row = j < nq ? qs + j * ST : j == nq && pk ? nrow : nrow + ST;
+            const T *gm = j < nq ? nrow + 2 * ST : j == nq && pk ? nrow + 3 * ST : nullptr;
+            am_prep_norm<T, D>(row, gm, j < nq ? p.qeps : j == nq && pk ? p.keps : p.veps, hd, sub, j < jobs);
+        }
+        if (rope) {
+            if (tid < 2 * hw) *reinterpret_cast<uint4 *>(nrow + (4 + tid / hw) * ST + (tid % hw) * 8) = csw;
+            __syncthreads();
+            for (int j = grp; j < nq + pk; j += AM_THREADS / 8)
+                am_prep_rope<T>(j < nq ? qs + j * ST : nrow, nrow + 4 * ST, nrow + 5 * ST, p.rdim, p.rinter, sub);
+        }
+        __syncthreads();
+        if (own) {
+            store_new();
+            if (jnew < j0 + TK) stage_new(ks, vs, j0);
+        }
+    } else {
+        load_tile(j0, 0, false);
+        gc_cp_commit();
+    }
     /* row stats */
     if (tid < 16) {
         m_s[tid] = -INFINITY;
@@ -392,7 +557,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
 
     int buf = 0;
     for (int jt = j0; jt < j1; jt += TK, buf ^= 1) {
-        if (jt + TK < j1) load_tile(jt + TK, buf ^ 1);
+        if (jt + TK < j1) load_tile(jt + TK, buf ^ 1, true);
         gc_cp_commit();
         gc_cp_wait<1>();
         __syncthreads(); /* tile jt in shared memory (and, the first time, qs and the stats) */
@@ -626,6 +791,20 @@ extern "C" int gcuda_attn_decode_takes_new(const gcuda_attn_decode_args *a)
            a->new_stride_h % 8 == 0 && a->new_stride_b >= 0 && a->new_stride_h >= 0;
 }
 
+extern "C" int gcuda_attn_decode_takes_prep(const gcuda_attn_decode_args *a)
+{
+    if (!a->q_gamma && !a->k_gamma && !a->v_norm) return 0;
+    if (a->impl != 2 || gcuda_dtype_size(a->dtype) != 2 || a->head_dim % 8 || (uintptr_t)a->q % 16 ||
+        (uintptr_t)a->q_gamma % 16 || (uintptr_t)a->k_gamma % 16)
+        return 0;
+    if ((a->k_gamma || a->v_norm) && !gcuda_attn_decode_takes_new(a)) return 0;
+    if (a->q_gamma || a->k_gamma)
+        return a->rope_cos && a->rope_sin && a->rope_pos && a->rope_max_pos > 0 && a->rope_dim > 0 &&
+               a->rope_dim % 16 == 0 && a->rope_dim <= a->head_dim &&
+               ((uintptr_t)a->rope_cos | (uintptr_t)a->rope_sin) % 16 == 0;
+    return 1;
+}
+
 /* Validates a and fills p; *dt, *gt: template choices. */
 static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p, int *dt, int *gt, graft_error *err)
 {
@@ -677,6 +856,19 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
         p->vnew = a->v_new;
         p->nsb = a->new_stride_b;
         p->nsh = a->new_stride_h;
+    }
+    p->qg = p->kg = NULL;
+    p->vnorm = 0;
+    if (a->q_gamma || a->k_gamma || a->v_norm) {
+        if (!gcuda_attn_decode_takes_prep(a))
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: rows before their norms and rotary need the "
+                              "tensor-core kernel, 16-byte aligned rows, gammas and caches, a rotary dimension "
+                              "that is a multiple of 16 (%lld), and the new rows with k_gamma/v_norm",
+                              (long long)a->rope_dim);
+        p->qg = a->q_gamma, p->kg = a->k_gamma, p->vnorm = a->v_norm;
+        p->qeps = a->q_eps, p->keps = a->k_eps, p->veps = a->v_eps;
+        p->rcos = a->rope_cos, p->rsin = a->rope_sin, p->rpos = a->rope_pos, p->rmax = a->rope_max_pos;
+        p->rdim = (int)a->rope_dim, p->rinter = a->rope_interleaved;
     }
     return GRAFT_OK;
 }

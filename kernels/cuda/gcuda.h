@@ -192,11 +192,30 @@ typedef struct gcuda_attn_decode_args {
      * (gcuda_attn_decode_takes_new); else EINVAL. */
     const void *k_new, *v_new;
     int64_t new_stride_b, new_stride_h;
+    /* Optional, tensor-core kernel only (gcuda_attn_decode_takes_prep; else EINVAL): rows given before
+     * the steps that make them, which the kernel applies first. q_gamma set: q holds the query rows
+     * before their RMSNorm (q_gamma [head_dim], q_eps) and rotary; k_gamma set: k_new likewise (k_gamma,
+     * k_eps); v_norm: v_new holds the value rows before v / sqrt(mean(v^2) + v_eps) (fp32, no scale).
+     * Each RMSNorm is rounded to dtype before its rotary and the rotary after, as separate nodes store
+     * them (gcuda_rotary with norm_x); the stored new rows are the made ones. The rotary (q_gamma or
+     * k_gamma): caches rope_cos / rope_sin [rope_max_pos, rope_dim / 2] of dtype, the token's cache row
+     * rope_pos[b] (device), pairs interleaved (2i, 2i + 1) or halves (i, i + rope_dim / 2). */
+    const void *q_gamma, *k_gamma;
+    float q_eps, k_eps, v_eps;
+    int v_norm;
+    const void *rope_cos, *rope_sin;
+    const int64_t *rope_pos;
+    int64_t rope_max_pos, rope_dim;
+    int rope_interleaved;
 } gcuda_attn_decode_args;
 
 /* 1 when gcuda_attn_decode takes a's k_new and v_new; else the caller
  * appends the rows itself (gcuda_kv_append) and leaves them NULL. */
 int gcuda_attn_decode_takes_new(const gcuda_attn_decode_args *a);
+/* 1 when gcuda_attn_decode takes a's q_gamma / k_gamma / v_norm (at least one set): the tensor-core
+ * kernel, 16-byte aligned rows, gammas and caches, rope_dim a multiple of 16 up to head_dim; k_gamma
+ * and v_norm with new rows it takes (gcuda_attn_decode_takes_new). */
+int gcuda_attn_decode_takes_prep(const gcuda_attn_decode_args *a);
 
 /* Checks the geometry (head_dim a multiple of 8 and <= 512, q_heads a
  * multiple of kv_heads with at most 16 query heads per kv head) and sets

@@ -152,6 +152,15 @@ struct cx_node {
     struct cx_node *seq;  /* MatMul with a chain (mt): the MatMul reading that chain's output whose GEMV and chain
                            * run in its launch (plan_seq); on that MatMul: this one */
     bool seq_second;      /* ... the later one, its output made when mm_run says so */
+    /* plan_attn_prep (GRAFT_CUDA_FUSE_ATTN=0: off): an Attention's q and k rotaries (with their norms)
+     * and its v's spelled-out norm chain, whose work its one-token decode kernel does first. On those
+     * nodes attn_by is the Attention; when they run they only shape their outputs and leave their
+     * arguments (rope_args, attn_g) with attn_run = the run; the Attention takes them, or runs them
+     * (cx_attn_flush) before anything reads their outputs. */
+    struct cx_node *aprep[3]; /* Attention: the q rotary, the k rotary, the v chain's tail (NULL: none) */
+    struct cx_node *attn_by;
+    uint64_t attn_run;
+    gops_fuse *attn_g;
 };
 
 struct cx_exec {
@@ -249,6 +258,8 @@ struct cx_exec {
     size_t n_tail_skips;            /* skip norms run after a GEMV's chain, in its launch */
     size_t n_cpros;                 /* chains computed by the GEMV after them, before its norm */
     size_t n_rope_pairs;            /* RotaryEmbeddings launched with the one before them */
+    size_t n_attn_preps;            /* Attentions whose decode kernel may do their q/k rotaries (v norm) */
+    size_t n_attn_took[3];          /* ... that did the q rotary, the k rotary, the v norm, last run */
     size_t n_seqs;                  /* MatMuls whose GEMV (and chain) the one before them runs (plan_seq) */
     size_t rows_bytes;
     /* GRAFT_CUDA_PREFETCH=MB: after each weight MatMul of a decode step, a side
@@ -316,6 +327,9 @@ void cx_fuse_plan(cx_exec *x);
 graft_status cx_fuse_skip(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_fuse_shape(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err);
+/* Attention cn (aprep set): runs what its prologue nodes left to it this
+ * run and it did not take (a no-op when none did). */
+graft_status cx_attn_flush(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err);
 /* After the planning run: constant 2-D weights read only as a device
  * MatMul's B are transposed in place on the device to [N, K] (cx_val.rows),

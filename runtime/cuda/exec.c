@@ -1142,6 +1142,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
     x->run_no++;
     x->n_fast_attn = 0;
     x->n_fused_append = 0;
+    memset(x->n_attn_took, 0, sizeof x->n_attn_took);
     x->run_syncs = 0;
     bool prof = x->prof && x->prof != 3 && x->placed && x->graph_step && !x->capturing;
     bool gprof = x->prof == 3 && x->capturing; /* events into the graph being captured */
@@ -1733,6 +1734,11 @@ static const char *cx_describe(rt_backend *b)
     if (x->n_fused_append) {
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu KV appends by the decode attention kernel", x->n_fused_append);
+    }
+    if (x->n_attn_preps) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu attentions may make their q/k/v rows (%zu/%zu/%zu did last run)",
+                 x->n_attn_preps, x->n_attn_took[0], x->n_attn_took[1], x->n_attn_took[2]);
     }
     if (x->n_rope_pairs) {
         size_t l = strlen(fz);

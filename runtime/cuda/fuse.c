@@ -17,7 +17,9 @@
  * chain head (GRAFT_CUDA_FUSE_NORM=0: not); an RMSNorm feeding a
  * RotaryEmbedding applied by the rotary launch (GRAFT_CUDA_FUSE_ROPE=0:
  * not), and (GRAFT_CUDA_FUSE_ROPE2=0: not) a layer's q and k rotaries
- * so made in one launch (plan_rope_pair); the chain after a weight MatMul run by its GEMV (plan_tails,
+ * so made in one launch (plan_rope_pair), unless (GRAFT_CUDA_FUSE_ATTN=0:
+ * not) the Attention reading them makes them in its decode kernel, with
+ * its v's spelled-out norm (plan_attn_prep); the chain after a weight MatMul run by its GEMV (plan_tails,
  * GRAFT_CUDA_FUSE_TAIL=0: not), and a skip RMSNorm reading such a norm-headed chain run after it in the
  * same launch (plan_tail_skip, GRAFT_CUDA_FUSE_SKIP=0: not); the norm before one computed by it
  * (plan_prologue, GRAFT_CUDA_FUSE_PRO=0: not); off unless asked for (they measured slower on the H200): a
@@ -248,7 +250,7 @@ static void plan_rope_pair(cx_exec *x)
     if (e && !strcmp(e, "0")) return;
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *a = &x->nodes[i];
-        if (!a->rope_norm || a->rope_pair || a->n.n_in < 3) continue;
+        if (!a->rope_norm || a->rope_pair || a->attn_by || a->n.n_in < 3) continue;
         const rt_tensor *ya = a->n.out[0];
         for (size_t k = i + 1; k < x->n_nodes; k++) {
             cx_node *b = &x->nodes[k];
@@ -256,7 +258,7 @@ static void plan_rope_pair(cx_exec *x)
             for (int j = 0; j < b->n.n_in; j++) reads |= b->n.in[j] == ya;
             if (reads) break;
             if (b->rope_norm) {
-                int same = b->n.n_in == a->n.n_in && !b->rope_pair;
+                int same = b->n.n_in == a->n.n_in && !b->rope_pair && !b->attn_by;
                 for (int j = 1; j < a->n.n_in && same; j++) same = a->n.in[j] == b->n.in[j];
                 if (same && b->place == CX_DEVICE && a->place == CX_DEVICE) {
                     a->rope_pair = b;
@@ -269,6 +271,71 @@ static void plan_rope_pair(cx_exec *x)
             if (b->place == CX_VIEW || b->mm == 2 || b->fuse == 3) continue;
             break;
         }
+    }
+}
+
+/* The node making what input t of a node reads, through views each read
+ * only once: NULL when another node reads along the way. */
+static cx_node *through_views(cx_exec *x, const rt_tensor *t)
+{
+    cx_node *p = t ? producer(x, t) : NULL;
+    for (int depth = 0; p && p->place == CX_VIEW && depth < 4; depth++) {
+        if (cx_v(p->n.out[0])->n_readers != 1 || !p->n.in[0]) return NULL;
+        p = producer(x, p->n.in[0]);
+    }
+    return p && p->place != CX_VIEW ? p : NULL;
+}
+
+/* A RotaryEmbedding that normalises its rows first (rope_norm) whose
+ * output only one node reads (through views). */
+static int prep_rotary(const cx_node *r)
+{
+    return r && r->place == CX_DEVICE && r->rope_norm && !r->rope_pair && !r->attn_by && r->n.n_out == 1 &&
+           r->n.out[0] && cx_v(r->n.out[0])->n_readers == 1;
+}
+
+/* Attention prologues (GRAFT_CUDA_FUSE_ATTN=0: off): an ONNX Attention of
+ * fp16/bf16 whose query is a RotaryEmbedding with its norm (rope_norm),
+ * read only there (through views), has the decode kernel do that rotary
+ * (gcuda_attn_decode's q_gamma); likewise its key (k_gamma, with the same
+ * caches and positions) and then its value when that is the spelled-out
+ * norm (a fused chain: the norm without scale, a Cast back; v_norm).
+ * Verified against the goldens on the H200 (session 21). Before
+ * plan_rope_pair: a rotary so taken is in no pair. */
+static void plan_attn_prep(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_FUSE_ATTN");
+    if (e && !strcmp(e, "0")) return;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *a = &x->nodes[i];
+        const rt_node *n = &a->n;
+        if (a->place != CX_DEVICE || *graft_node_domain(n->src) || strcmp(rt_node_op(n), "Attention") ||
+            n->n_in < 3 || !n->in[0] || !n->in[1] || !n->in[2])
+            continue;
+        int dt = n->in[0]->dtype;
+        if (dt != GRAFT_DTYPE_FLOAT16 && dt != GRAFT_DTYPE_BFLOAT16) continue;
+        cx_node *rq = through_views(x, n->in[0]);
+        if (!prep_rotary(rq) || rq->n.out[0]->dtype != dt) continue;
+        cx_node *rk = through_views(x, n->in[1]);
+        int same = prep_rotary(rk) && rk != rq && rk->n.n_in == rq->n.n_in && rk->n.out[0]->dtype == dt;
+        for (int j = 1; j < rq->n.n_in && same; j++) same = rq->n.in[j] == rk->n.in[j];
+        cx_node *vt = same ? through_views(x, n->in[2]) : NULL;
+        const cx_fuse *f = vt ? vt->fz : NULL;
+        if (!(vt && vt->place == CX_DEVICE && vt->fuse == 2 && !vt->attn_by && f && f->norm == 2 && f->n == 2 &&
+              f->ins[0].kind == GOPS_FUSE_CAST && f->leaf[0] && f->leaf[0]->dtype == dt && vt->n.out[0] &&
+              vt->n.out[0]->dtype == dt && cx_v(vt->n.out[0])->n_readers == 1))
+            vt = NULL;
+        a->aprep[0] = rq;
+        rq->attn_by = a;
+        if (same) {
+            a->aprep[1] = rk;
+            rk->attn_by = a;
+        }
+        if (vt) {
+            a->aprep[2] = vt;
+            vt->attn_by = a;
+        }
+        x->n_attn_preps++;
     }
 }
 
@@ -639,6 +706,7 @@ void cx_fuse_plan(cx_exec *x)
     const char *fr = getenv("GRAFT_CUDA_FUSE_ROPE");
     if (!fr || strcmp(fr, "0")) {
         plan_rope_norm(x);
+        plan_attn_prep(x);
         plan_rope_pair(x);
     }
     plan_tails(x);
@@ -727,7 +795,31 @@ graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err)
     gops_fuse g;
     graft_status rc = fuse_build(x, cn, &g, err);
     if (rc != GRAFT_OK) return rc;
+    /* a v norm the Attention after it may do (plan_attn_prep): the row is
+     * the norm's, the one instruction a Cast back to the leaf's type */
+    if (cn->attn_by && g.norm_div && !g.gamma && !g.sk_y && g.n_ins == 1 && g.ins[0].kind == GOPS_FUSE_CAST &&
+        g.leaf_dtype[0] == g.y_dtype && g.rank >= 1 && g.norm_dim == g.dims[g.rank - 1] &&
+        (cn->attn_g || (cn->attn_g = malloc(sizeof *cn->attn_g)))) {
+        *cn->attn_g = g;
+        cn->attn_run = x->run_no;
+        return GRAFT_OK;
+    }
     return gops_fused(&g, (gcuda_stream)x->stream, err);
+}
+
+/* Runs now what the Attention cn's prologue nodes left to it this run
+ * (plan_attn_prep) and did not take. */
+graft_status cx_attn_flush(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    for (int k = 0; k < 3; k++) {
+        cx_node *p = cn->aprep[k];
+        if (!p || p->attn_run != x->run_no) continue;
+        p->attn_run = 0;
+        graft_status rc = k < 2 ? gcuda_rotary(&p->rope_args, (gcuda_stream)x->stream, err)
+                                : gops_fused(p->attn_g, (gcuda_stream)x->stream, err);
+        if (rc != GRAFT_OK) return rc;
+    }
+    return GRAFT_OK;
 }
 
 static graft_status skip_args(cx_exec *x, cx_node *t, cx_node *sn, gops_fuse *g, graft_error *err);
@@ -977,6 +1069,8 @@ static void plan_seq(cx_exec *x)
 
 void cx_fuse_free(cx_node *cn)
 {
+    free(cn->attn_g);
+    cn->attn_g = NULL;
     if (cn->fz) free(cn->fz->built);
     free(cn->fz);
     cn->fz = NULL;

@@ -886,6 +886,11 @@ static graft_status run_rotary(cx_exec *x, cx_node *cn, graft_error *err)
         }
     }
     if (rc != GRAFT_OK) return rc;
+    if (cn->attn_by && r.norm_x && r.seq == 1 && cn->attn_by->place == CX_DEVICE) { /* plan_attn_prep */
+        cn->rope_args = r;
+        cn->attn_run = x->run_no;
+        return GRAFT_OK;
+    }
     if (cn->rope_pair && !cn->rope_second && r.norm_x && cn->rope_pair->place == CX_DEVICE) {
         cn->rope_args = r;
         cn->rope_run = x->run_no;
@@ -1097,6 +1102,51 @@ static void rp_attn(cx_exec *x, cx_node *cn, const cache_attn *c, int fast, int6
     }
 }
 
+/* The prologue node k of Attention cn when it left its work to it this run. */
+static cx_node *left_to(const cx_exec *x, const cx_node *cn, int k)
+{
+    cx_node *p = cn->aprep[k];
+    return p && p->attn_run == x->run_no ? p : NULL;
+}
+
+static int same_rope(const gcuda_rotary_args *a, const gcuda_rotary_args *b)
+{
+    return a->cos_cache == b->cos_cache && a->sin_cache == b->sin_cache && a->positions == b->positions &&
+           a->rotary_dim == b->rotary_dim && a->max_pos == b->max_pos && a->interleaved == b->interleaved;
+}
+
+/* The decode kernel takes what the q rotary, and then the k rotary and
+ * the v norm, left to it (plan_attn_prep) when d's rows are their outputs
+ * and it can (gcuda_attn_decode_takes_prep); what it does not take runs
+ * after, in cx_attn_flush, before the kernel. */
+static void attn_take(cx_exec *x, cx_node *cn, gcuda_attn_decode_args *d)
+{
+    cx_node *rq = left_to(x, cn, 0), *rk = left_to(x, cn, 1), *vt = left_to(x, cn, 2);
+    if (!rq) return;
+    const gcuda_rotary_args *r = &rq->rope_args;
+    if (r->y != d->q || r->batch != d->batch || r->seq != 1 || r->heads != d->q_heads ||
+        r->head_size != d->head_dim || r->dtype != d->dtype)
+        return;
+    gcuda_attn_decode_args t = *d;
+    t.q = r->norm_x, t.q_gamma = r->norm_gamma, t.q_eps = r->norm_eps;
+    t.rope_cos = r->cos_cache, t.rope_sin = r->sin_cache, t.rope_pos = r->positions;
+    t.rope_max_pos = r->max_pos, t.rope_dim = r->rotary_dim, t.rope_interleaved = r->interleaved;
+    const gcuda_rotary_args *rr = rk ? &rk->rope_args : NULL;
+    int tk = rr && d->k_new && rr->y == d->k_new && rr->batch == d->batch && rr->seq == 1 &&
+             rr->heads == d->kv_heads && rr->head_size == d->head_dim && rr->dtype == d->dtype && same_rope(r, rr);
+    if (tk) t.k_new = rr->norm_x, t.k_gamma = rr->norm_gamma, t.k_eps = rr->norm_eps;
+    int tv = tk && vt && d->v_new && vt->attn_g->y == d->v_new && vt->attn_g->y_dtype == d->dtype;
+    if (tv) t.v_new = vt->attn_g->leaf[0], t.v_norm = 1, t.v_eps = vt->attn_g->eps;
+    if (!gcuda_attn_decode_takes_prep(&t)) return;
+    *d = t;
+    rq->attn_run = 0;
+    if (tk) rk->attn_run = 0;
+    if (tv) vt->attn_run = 0;
+    x->n_attn_took[0]++;
+    x->n_attn_took[1] += tk;
+    x->n_attn_took[2] += tv;
+}
+
 static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, graft_error *err)
 {
     int64_t T = c->past + c->Sq, max = c->ck->max_seq;
@@ -1136,13 +1186,18 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
                 d.k_new = c->k, d.v_new = c->v, d.new_stride_b = c->kb, d.new_stride_h = c->kh;
             if (d.k_new && gcuda_attn_decode_takes_new(&d)) {
                 x->n_fused_append++;
+                attn_take(x, cn, &d);
+                TRY(cx_attn_flush(x, cn, err));
             } else {
                 d.k_new = d.v_new = NULL;
+                if (!c->k) attn_take(x, cn, &d);
+                TRY(cx_attn_flush(x, cn, err));
                 if (c->k) TRY(gcuda_kv_append(&ka, STRM(x), err));
             }
             return gcuda_attn_decode(&d, STRM(x), err);
         }
     }
+    TRY(cx_attn_flush(x, cn, err));
     if (c->k) TRY(gcuda_kv_append(&ka, STRM(x), err));
     if (fast && c->Sq > 1) {
         gcuda_attn_prefill_args pa = {0};
@@ -1220,7 +1275,21 @@ static int acc_attention(cx_exec *x, cx_node *cn)
     return 1;
 }
 
+static graft_status attention_run(cx_exec *x, cx_node *cn, graft_error *err);
+
+/* What the nodes before it left to it (plan_attn_prep) runs before any
+ * other kernel reads it, and on failure too (a host retry reads it). */
 static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    graft_status rc = attention_run(x, cn, err);
+    if (rc != GRAFT_OK) {
+        graft_error e2 = {0};
+        (void)cx_attn_flush(x, cn, &e2);
+    }
+    return rc;
+}
+
+static graft_status attention_run(cx_exec *x, cx_node *cn, graft_error *err)
 {
     rt_node *n = &cn->n;
     cx_val *q = cx_in(cn, 0), *k = cx_in(cn, 1), *v = cx_in(cn, 2), *mask = cx_in(cn, 3);
@@ -1345,6 +1414,7 @@ static graft_status run_attention(cx_exec *x, cx_node *cn, graft_error *err)
         if (cn->shared == 1 && x->n_elided) /* its K/V transposes may have been elided (run_transpose) */
             return rt_err(n, err, GRAFT_EIO, "a shared-KV Attention can no longer read its cache");
     }
+    TRY(cx_attn_flush(x, cn, err));
     if (mask) TRY(cx_to_dev(x, mask, err));
     if (want_pk || want_pv) {
         int64_t kd[4] = {B, Hkv, T, hd}, vdd[4] = {B, Hkv, T, vd};

@@ -12,7 +12,9 @@
  *   test_kernels --skeleton    only the E2B decode step's GEMVs chained in a
  *                              CUDA graph (skeleton): no checks
  *   test_kernels --epi         only the fused GEMV variants of E2B's shapes
- *                              timed against the plain GEMV: no checks */
+ *                              timed against the plain GEMV: no checks
+ *   test_kernels --attn        only the attention at E2B's short context, its
+ *                              norms apart or made by it: no checks */
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -586,6 +588,8 @@ static void test_attn(int dt, const attn_case &c)
     a.ws = dpoisoned(GRAFT_DTYPE_FLOAT, a.ws_bytes / 4); /* partials are written before they are read */
     CK(gcuda_attn_decode(&a, NULL, &E));
     auto got = ddown(dt, dout, nq);
+    /* fp64 attention of queries q over caches K, V */
+    auto attn_ref = [&](const std::vector<float> &q, const std::vector<float> &K, const std::vector<float> &V) {
     std::vector<double> ref(nq, 0.0);
     for (int b = 0; b < c.B; b++) {
         int L = c.lens[b];
@@ -613,6 +617,9 @@ static void test_attn(int dt, const attn_case &c)
             }
         }
     }
+    return ref;
+    };
+    auto ref = attn_ref(q, K, V);
     std::string lens;
     for (int L : c.lens) lens += fmt("%s%d", lens.empty() ? "" : ",", L);
     std::string sh = fmt("B%d Hq%d Hkv%d hd%d L%s", c.B, c.Hq, c.Hkv, c.hd, lens.c_str());
@@ -650,6 +657,86 @@ static void test_attn(int dt, const attn_case &c)
                     wantr.push_back(K[k]), wantr.push_back(V[k]);
                 }
         check("attn_decode mma, new rows stored", sh, dt, gotr, std::vector<double>(wantr.begin(), wantr.end()));
+
+        /* the rows before the steps that make them (gcuda_attn_decode_takes_prep): q and the new key
+         * RMS-normalised (their gammas, eps 1e-6), rounded, rotated, rounded; the new value v / sqrt(mean(v^2)
+         * + 1e-6), rounded. The reference attends to the rows so made (fp64, then rounded to dt as the
+         * nodes store them). Twice: with the new rows (q, k, v made), and q alone over full caches (a layer
+         * that reads another's cache). */
+        const int rd = c.hd >= 512 ? c.hd / 4 : c.hd / 16 * 16, half = rd / 2, inter = c.B > 1, max_pos = 32;
+        std::vector<float> cs((size_t)max_pos * half), sn(cs.size());
+        for (int pp = 0; pp < max_pos; pp++)
+            for (int i = 0; i < half; i++) {
+                double th = pp * std::pow(10000.0, -2.0 * i / rd);
+                cs[(size_t)pp * half + i] = round_to(dt, (float)std::cos(th));
+                sn[(size_t)pp * half + i] = round_to(dt, (float)std::sin(th));
+            }
+        std::vector<int64_t> pos(c.B);
+        for (int b = 0; b < c.B; b++) pos[b] = (int64_t)((c.lens[b] * 7 + b) % max_pos);
+        auto gq = rnd(dt, c.hd, 0.5f, 1.5f), gk = rnd(dt, c.hd, 0.5f, 1.5f);
+        /* row x (hd values) made in place: norm (g; NULL: v's), then the rotary at position p */
+        auto make = [&](float *x, const float *g, int64_t p) {
+            double ss = 0;
+            for (int i = 0; i < c.hd; i++) ss += (double)x[i] * x[i];
+            double r = std::sqrt(ss / c.hd + 1e-6);
+            for (int i = 0; i < c.hd; i++) x[i] = round_to(dt, (float)(g ? x[i] / r * g[i] : x[i] / r));
+            if (!g) return;
+            for (int i = 0; i < half; i++) {
+                int i0 = inter ? 2 * i : i, i1 = inter ? 2 * i + 1 : i + half;
+                double cc = cs[(size_t)p * half + i], ssn = sn[(size_t)p * half + i], x0 = x[i0], x1 = x[i1];
+                x[i0] = round_to(dt, (float)(cc * x0 - ssn * x1));
+                x[i1] = round_to(dt, (float)(ssn * x0 + cc * x1));
+            }
+        };
+        auto qraw = rnd(dt, nq, -2.0f, 2.0f), kraw = rnd(dt, nk.size(), -2.0f, 2.0f), vraw = rnd(dt, nk.size(), -2.0f, 2.0f);
+        std::vector<float> qm = qraw, K4 = K, V4 = V, km = kraw, vm = vraw;
+        for (int b = 0; b < c.B; b++) {
+            for (int h = 0; h < c.Hq; h++) make(&qm[((size_t)b * c.Hq + h) * c.hd], gq.data(), pos[b]);
+            for (int h = 0; h < c.Hkv; h++) {
+                size_t n = ((size_t)b * c.Hkv + h) * c.hd;
+                make(&km[n], gk.data(), pos[b]);
+                make(&vm[n], nullptr, 0);
+                size_t k = (((size_t)b * c.Hkv + h) * c.max_seq + c.lens[b] - 1) * c.hd;
+                std::copy(km.begin() + n, km.begin() + n + c.hd, K4.begin() + k);
+                std::copy(vm.begin() + n, vm.begin() + n + c.hd, V4.begin() + k);
+            }
+        }
+        int64_t *dpos = (int64_t *)dalloc(pos.size() * sizeof(int64_t));
+        CK(gcuda_upload(dpos, pos.data(), pos.size() * sizeof(int64_t), NULL, &E));
+        for (int with_new = 1; with_new >= 0; with_new--) {
+            gcuda_attn_decode_args t = a;
+            t.q = dupload(dt, qraw), t.out = dpoisoned(dt, nq);
+            t.q_gamma = dupload(dt, gq), t.q_eps = 1e-6f;
+            t.rope_cos = dupload(dt, cs), t.rope_sin = dupload(dt, sn), t.rope_pos = dpos;
+            t.rope_max_pos = max_pos, t.rope_dim = rd, t.rope_interleaved = inter;
+            void *dk4 = dupload(dt, with_new ? K3 : K4), *dv4 = dupload(dt, with_new ? V3 : V4);
+            t.k_cache = dk4, t.v_cache = dv4;
+            if (with_new) {
+                t.k_new = dupload(dt, kraw), t.v_new = dupload(dt, vraw);
+                t.k_gamma = dupload(dt, gk), t.k_eps = 1e-6f, t.v_norm = 1, t.v_eps = 1e-6f;
+            } else {
+                t.k_new = t.v_new = NULL;
+            }
+            if (!gcuda_attn_decode_takes_prep(&t)) {
+                g_rows.push_back({"attn_decode mma, made first: not taken", sh, dt, 0, 0, 0.0, 0.0, false});
+                continue;
+            }
+            CK(gcuda_attn_decode(&t, NULL, &E));
+            check(with_new ? "attn_decode mma, q/k/v made first" : "attn_decode mma, q made first",
+                  sh + fmt(" rd%d%s", rd, inter ? " inter" : ""), dt, ddown(dt, t.out, nq), attn_ref(qm, K4, V4));
+            if (!with_new) continue;
+            auto kc4 = ddown(dt, dk4, nc), vc4 = ddown(dt, dv4, nc);
+            std::vector<float> got4;
+            std::vector<double> want4;
+            for (int b = 0; b < c.B; b++)
+                for (int h = 0; h < c.Hkv; h++)
+                    for (int d = 0; d < c.hd; d++) {
+                        size_t k = (((size_t)b * c.Hkv + h) * c.max_seq + c.lens[b] - 1) * c.hd + d;
+                        got4.push_back(kc4[k]), got4.push_back(vc4[k]);
+                        want4.push_back(K4[k]), want4.push_back(V4[k]);
+                    }
+            check("attn_decode mma, made rows stored", sh, dt, got4, want4);
+        }
     }
     release_all();
 }
@@ -2205,6 +2292,80 @@ static void seq_lab(double copy_gbs)
     release_all();
 }
 
+/* test_kernels --attn: a layer's attention at E2B's short context (160
+ * keys, caches of 4096), after the q/k/v GEMV that makes its rows (20 in a
+ * graph): the q/k norm + rotary launch and the v norm launch before the
+ * kernel, against the kernel making those rows itself (q_gamma, k_gamma,
+ * v_norm), and the kernel on given rows (no norms: a floor). No checks. */
+static void attn_lab(double copy_gbs)
+{
+    (void)copy_gbs;
+    const int dt = GRAFT_DTYPE_FLOAT16, Hq = 8, L = 160, MS = 4096, K = 1536;
+    const size_t es = 2;
+    printf("\nattention after its q/k/v GEMV (fp16, Hq %d, Hkv 1, %d keys), us a layer:\n", Hq, L);
+    printf("| head_dim | rotary dim | new k/v | norms apart (launches) | made by the kernel | rows as given |\n"
+           "|---:|---:|---|---:|---:|---:|\n");
+    for (int hd : {256, 512})
+        for (int kv = 1; kv >= 0; kv--) {
+            const int rd = hd >= 512 ? hd / 4 : hd, half = rd / 2, N = (Hq + 2) * hd;
+            void *w = dalloc((size_t)K * N * es), *x = dalloc(K * es), *raw = dalloc(N * es);
+            dinit(dt, w, (size_t)K * N, 31u), dinit(dt, x, K, 32u);
+            void *qr = dalloc((size_t)Hq * hd * es), *kr = dalloc(hd * es), *vn = dalloc(hd * es);
+            void *gq = dalloc(hd * es), *gk = dalloc(hd * es), *cs = dalloc(half * es), *sn = dalloc(half * es);
+            dinit(dt, gq, hd, 33u), dinit(dt, gk, hd, 34u), dinit(dt, cs, half, 35u), dinit(dt, sn, half, 36u);
+            void *kc = dalloc((size_t)MS * hd * es), *vc = dalloc((size_t)MS * hd * es), *out = dalloc(Hq * hd * es);
+            dinit(dt, kc, (size_t)MS * hd, 37u), dinit(dt, vc, (size_t)MS * hd, 38u);
+            int32_t *dl = (int32_t *)dalloc(sizeof(int32_t));
+            int64_t *dpos = (int64_t *)dalloc(sizeof(int64_t));
+            CUCK(cudaMemcpy(dl, &L, sizeof L, cudaMemcpyHostToDevice));
+            CUCK(cudaMemset(dpos, 0, sizeof(int64_t)));
+            char *q0 = (char *)raw, *k0 = q0 + (size_t)Hq * hd * es, *v0 = k0 + hd * es;
+            gcuda_rotary_args rq, rk;
+            memset(&rq, 0, sizeof rq);
+            rq.dtype = dt, rq.x = q0, rq.y = qr, rq.cos_cache = cs, rq.sin_cache = sn, rq.positions = dpos;
+            rq.batch = 1, rq.seq = 1, rq.heads = Hq, rq.head_size = hd, rq.rotary_dim = rd, rq.max_pos = 1;
+            rq.stride_b = (int64_t)Hq * hd, rq.stride_s = (int64_t)Hq * hd, rq.stride_h = hd;
+            rq.norm_x = q0, rq.norm_gamma = gq, rq.norm_eps = 1e-6f;
+            rk = rq;
+            rk.x = rk.norm_x = k0, rk.y = kr, rk.heads = 1, rk.norm_gamma = gk, rk.stride_b = rk.stride_s = hd;
+            gops_fuse fv;
+            memset(&fv, 0, sizeof fv);
+            fv.rank = 1, fv.dims[0] = hd, fv.y = vn, fv.y_dtype = dt, fv.n_leaf = 2;
+            fv.leaf[0] = fv.leaf[1] = v0, fv.leaf_dtype[0] = fv.leaf_dtype[1] = dt, fv.st[0][0] = 1;
+            fv.norm_dim = hd, fv.eps = 1e-6f, fv.norm_div = 1, fv.norm_dtype = GRAFT_DTYPE_FLOAT;
+            fv.ins[fv.n_ins++] = {GOPS_FUSE_CAST, 0, 0, 0, dt, 0, 0};
+            gcuda_attn_decode_args a;
+            memset(&a, 0, sizeof a);
+            a.dtype = dt, a.batch = 1, a.q_heads = Hq, a.kv_heads = 1, a.head_dim = hd, a.max_seq = MS;
+            a.k_cache = kc, a.v_cache = vc, a.seq_lens = dl, a.out = out, a.scale = 1.0f, a.window_left = -1;
+            a.impl = 2;
+            CK(gcuda_attn_decode_plan(&a, &E));
+            a.ws = dalloc(a.ws_bytes);
+            a.new_stride_b = a.new_stride_h = hd;
+            double us[3];
+            for (int v = 0; v < 3; v++)
+                us[v] = graph_us([&](int, gcuda_stream st) {
+                    CK(gcuda_gemv_rows(dt, x, w, raw, K, N, st, &E));
+                    gcuda_attn_decode_args t = a;
+                    t.q = v == 0 ? qr : q0;
+                    if (kv) t.k_new = v == 0 ? kr : k0, t.v_new = v == 0 ? vn : v0;
+                    if (v == 0) {
+                        if (kv) CK(gcuda_rotary_pair(&rq, &rk, st, &E));
+                        else CK(gcuda_rotary(&rq, st, &E));
+                        if (kv) CK(gops_fused(&fv, st, &E));
+                    } else if (v == 1) {
+                        t.q_gamma = gq, t.q_eps = 1e-6f, t.rope_cos = cs, t.rope_sin = sn, t.rope_pos = dpos;
+                        t.rope_max_pos = 1, t.rope_dim = rd;
+                        if (kv) t.k_gamma = gk, t.k_eps = 1e-6f, t.v_norm = 1, t.v_eps = 1e-6f;
+                    }
+                    CK(gcuda_attn_decode(&t, st, &E));
+                }, 20, 7);
+            printf("| %d | %d | %s | %.2f (%d) | %.2f (2) | %.2f (2) |\n", hd, rd, kv ? "yes" : "no", us[0],
+                   kv ? 5 : 4, us[1], us[2]);
+            release_all();
+        }
+}
+
 static void epi_lab(double copy_gbs)
 {
     const int dt = GRAFT_DTYPE_FLOAT16;
@@ -2373,7 +2534,7 @@ static void epi_lab(double copy_gbs)
 
 int main(int argc, char **argv)
 {
-    bool quick = false, skel = false, epi = false;
+    bool quick = false, skel = false, epi = false, attn = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             quick = true;
@@ -2381,8 +2542,10 @@ int main(int argc, char **argv)
             skel = true;
         } else if (!strcmp(argv[i], "--epi")) {
             epi = true;
+        } else if (!strcmp(argv[i], "--attn")) {
+            attn = true;
         } else {
-            fprintf(stderr, "usage: %s [--quick | --skeleton | --epi]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick | --skeleton | --epi | --attn]\n", argv[0]);
             return 2;
         }
     }
@@ -2396,8 +2559,9 @@ int main(int argc, char **argv)
     printf("device: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %.0f MiB, smem/block %zu KiB\n", info.name, info.cc_major,
            info.cc_minor, info.sm_count, info.global_bytes / 1073741824.0, info.l2_bytes / 1048576.0,
            info.smem_optin_bytes / 1024);
-    if (skel || epi) { /* only the E2B step skeleton, or the fused GEMV variants: no checks */
+    if (skel || epi || attn) { /* only the E2B step skeleton, the fused GEMV variants, the attention: no checks */
         double cr = copy_rate();
+        if (attn) attn_lab(cr);
         if (epi) epi_lab(cr);
         if (epi) seq_lab(cr);
         if (skel) skeleton(cr);
