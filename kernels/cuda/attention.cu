@@ -301,9 +301,9 @@ template <typename T, int D> struct am_layout {
     static constexpr size_t p_off = s_off + (size_t)16 * SST * sizeof(float);
     static constexpr size_t r_off = p_off + (size_t)16 * PST * sizeof(T);
     /* the prologue's rows (attn_params.qg/kg/vnorm): the new key, the new value, the q and k gammas,
-     * the rotary's cos and sin, ST elements each */
+     * ST elements each */
     static constexpr size_t n_off = r_off + (size_t)3 * 16 * sizeof(float);
-    static constexpr size_t bytes = n_off + (size_t)6 * ST * sizeof(T);
+    static constexpr size_t bytes = n_off + (size_t)4 * ST * sizeof(T);
 };
 
 /* The prologue's rows (attn_params.qg/kg/vnorm) in shared memory, eight
@@ -318,7 +318,7 @@ __device__ __forceinline__ void am_prep_norm(T *x, const T *g, float eps, int hd
     constexpr int MW = D / 64; /* words a thread holds: hd / 8 over 8 threads */
     const int W = act ? hd / 8 : 0;
     uint4 v[MW];
-    float ss = 0.0f;
+    float ss = 0.0f, s2 = 0.0f; /* two sums: half the dependent chain */
 #pragma unroll
     for (int i = 0; i < MW; i++) {
         const int w = sub + 8 * i;
@@ -326,8 +326,12 @@ __device__ __forceinline__ void am_prep_norm(T *x, const T *g, float eps, int hd
         v[i] = *reinterpret_cast<const uint4 *>(x + w * 8);
         const T *e = reinterpret_cast<const T *>(&v[i]);
 #pragma unroll
-        for (int k = 0; k < 8; k++) ss += gc_f(e[k]) * gc_f(e[k]);
+        for (int k = 0; k < 8; k += 2) {
+            ss += gc_f(e[k]) * gc_f(e[k]);
+            s2 += gc_f(e[k + 1]) * gc_f(e[k + 1]);
+        }
     }
+    ss += s2;
     ss += __shfl_xor_sync(0xffffffffu, ss, 1);
     ss += __shfl_xor_sync(0xffffffffu, ss, 2);
     ss += __shfl_xor_sync(0xffffffffu, ss, 4);
@@ -350,19 +354,24 @@ __device__ __forceinline__ void am_prep_norm(T *x, const T *g, float eps, int hd
     }
 }
 
-/* The rotary of row x in place (pairs of the first rdim values; cos and
- * sin of the token's position in cs, sn), rounded to T as rotate_pair.
- * Halves: a thread takes the words w and w + rdim / 16 together. */
-template <typename T>
-__device__ __forceinline__ void am_prep_rope(T *x, const T *cs, const T *sn, int rdim, int inter, int sub)
+/* The rotary of row x in place (pairs of the first rdim values), rounded
+ * to T as rotate_pair, by the eight threads that normalised it. Halves: a
+ * thread takes the words w and w + rdim / 16 together, w = sub + 8 i, with
+ * their cos and sin words in cw[i], sw[i]; interleaved: word w, the cos and
+ * sin (of the token's position, NULL: outside the caches) read here. */
+template <typename T, int MC>
+__device__ __forceinline__ void am_prep_rope(T *x, const uint4 (&cw)[MC], const uint4 (&sw)[MC], const T *cs,
+                                             const T *sn, int rdim, int inter, int sub)
 {
     const int half = rdim / 2;
     if (!inter) {
-        for (int w = sub; w < half / 8; w += 8) {
+#pragma unroll
+        for (int i = 0; i < MC; i++) {
+            const int w = sub + 8 * i;
+            if (w >= half / 8) break;
             uint4 a = *reinterpret_cast<const uint4 *>(x + w * 8), b = *reinterpret_cast<const uint4 *>(x + half + w * 8);
-            const uint4 c = *reinterpret_cast<const uint4 *>(cs + w * 8), s = *reinterpret_cast<const uint4 *>(sn + w * 8);
             T *ae = reinterpret_cast<T *>(&a), *be = reinterpret_cast<T *>(&b);
-            const T *ce = reinterpret_cast<const T *>(&c), *se = reinterpret_cast<const T *>(&s);
+            const T *ce = reinterpret_cast<const T *>(&cw[i]), *se = reinterpret_cast<const T *>(&sw[i]);
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 const float x0 = gc_f(ae[k]), x1 = gc_f(be[k]), cc = gc_f(ce[k]), sv = gc_f(se[k]);
@@ -379,7 +388,8 @@ __device__ __forceinline__ void am_prep_rope(T *x, const T *cs, const T *sn, int
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const float x0 = gc_f(ae[2 * k]), x1 = gc_f(ae[2 * k + 1]);
-                const float cc = gc_f(cs[4 * w + k]), sv = gc_f(sn[4 * w + k]);
+                const float cc = cs ? gc_f(cs[4 * w + k]) : __int_as_float(0x7fc00000);
+                const float sv = sn ? gc_f(sn[4 * w + k]) : __int_as_float(0x7fc00000);
                 ae[2 * k] = gc_to<T>(cc * x0 - sv * x1);
                 ae[2 * k + 1] = gc_to<T>(sv * x0 + cc * x1);
             }
@@ -507,34 +517,40 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         gc_cp_commit();
         load_tile(j0, 0, false);
         gc_cp_commit();
-        /* the cos/sin words of the token's position: loaded now, stored after the norms */
-        const int hw = p.rdim / 16;
-        uint4 csw;
-        if (rope && tid < 2 * hw) {
+        /* the cos/sin of the token's position (halves: the words this thread rotates, into registers
+         * while the copies land) */
+        constexpr int MC = D >= 256 ? D / 128 : 1;
+        const int grp = tid >> 3, sub = tid & 7, half = p.rdim / 2;
+        const T *cs = nullptr, *sn = nullptr;
+        uint4 cw[MC], sw[MC];
+        if (rope) {
             const long long pos = p.rpos[b];
-            const T *src = (const T *)(tid < hw ? p.rcos : p.rsin) + (tid % hw) * 8;
-            if (pos >= 0 && pos < p.rmax) {
-                csw = *reinterpret_cast<const uint4 *>(src + pos * (p.rdim / 2));
-            } else { /* no error channel on the device: NaN rows show it */
-                T *e = reinterpret_cast<T *>(&csw);
-                for (int k = 0; k < 8; k++) e[k] = gc_to<T>(__int_as_float(0x7fc00000));
+            if (pos >= 0 && pos < p.rmax) cs = (const T *)p.rcos + pos * half, sn = (const T *)p.rsin + pos * half;
+#pragma unroll
+            for (int i = 0; i < MC; i++) {
+                const int w = sub + 8 * i;
+                if (p.rinter || w >= half / 8) break;
+                if (cs) {
+                    cw[i] = *reinterpret_cast<const uint4 *>(cs + w * 8);
+                    sw[i] = *reinterpret_cast<const uint4 *>(sn + w * 8);
+                } else { /* no error channel on the device: NaN rows show it */
+                    T *ce = reinterpret_cast<T *>(&cw[i]), *se = reinterpret_cast<T *>(&sw[i]);
+                    for (int k = 0; k < 8; k++) ce[k] = se[k] = gc_to<T>(__int_as_float(0x7fc00000));
+                }
             }
         }
         gc_cp_wait<1>();
         __syncthreads();
-        /* job j: query row j (when qg), then the key, then the value; 16 rows at a time */
-        const int nq = p.qg ? G : 0, jobs = nq + pk + pv, grp = tid >> 3, sub = tid & 7;
+        /* job j: query row j (when qg), then the key, then the value; 16 rows at a time, each normalised
+         * and then rotated by its eight threads */
+        const int nq = p.qg ? G : 0, jobs = nq + pk + pv;
         for (int jb = 0; jb < jobs; jb += AM_THREADS / 8) { /* every lane alike: am_prep_norm's shuffles */
             const int j = jb + grp;
             T *row = j < nq ? qs + j * ST : j == nq && pk ? nrow : nrow + ST;
             const T *gm = j < nq ? nrow + 2 * ST : j == nq && pk ? nrow + 3 * ST : nullptr;
             am_prep_norm<T, D>(row, gm, j < nq ? p.qeps : j == nq && pk ? p.keps : p.veps, hd, sub, j < jobs);
-        }
-        if (rope) {
-            if (tid < 2 * hw) *reinterpret_cast<uint4 *>(nrow + (4 + tid / hw) * ST + (tid % hw) * 8) = csw;
-            __syncthreads();
-            for (int j = grp; j < nq + pk; j += AM_THREADS / 8)
-                am_prep_rope<T>(j < nq ? qs + j * ST : nrow, nrow + 4 * ST, nrow + 5 * ST, p.rdim, p.rinter, sub);
+            __syncwarp();
+            if (j < nq + pk) am_prep_rope<T, MC>(row, cw, sw, cs, sn, p.rdim, p.rinter, sub);
         }
         __syncthreads();
         if (own) {
