@@ -264,6 +264,20 @@ struct rot_case {
     std::string name, shape;
 };
 
+/* Rotary caches [max_pos, rd / 2] (base 10000), rounded to dt. */
+static void rope_tables(int dt, int max_pos, int rd, std::vector<float> &cs, std::vector<float> &sn)
+{
+    const int half = rd / 2;
+    cs.assign((size_t)max_pos * half, 0.0f);
+    sn.assign(cs.size(), 0.0f);
+    for (int p = 0; p < max_pos; p++)
+        for (int i = 0; i < half; i++) {
+            double th = p * std::pow(10000.0, -2.0 * i / rd);
+            cs[(size_t)p * half + i] = round_to(dt, (float)std::cos(th));
+            sn[(size_t)p * half + i] = round_to(dt, (float)std::sin(th));
+        }
+}
+
 /* A rotary's arguments on fresh inputs (device) and its fp64 reference.
  * norm: each row RMS-normalised first (gamma, eps 1e-6, rounded to dt as
  * the RMSNorm node stores it), then rotated (the q/k-norm + rotary launch) */
@@ -273,13 +287,8 @@ static rot_case rot_make(int dt, int B, int S, int H, int hs, int rd, int interl
     int half = rd / 2, max_pos = 64;
     size_t n = (size_t)B * S * H * hs;
     auto x = rnd(dt, n), gam = rnd(dt, hs, 0.5f, 1.5f);
-    std::vector<float> cs((size_t)max_pos * half), sn(cs.size());
-    for (int p = 0; p < max_pos; p++)
-        for (int i = 0; i < half; i++) {
-            double th = p * std::pow(10000.0, -2.0 * i / rd);
-            cs[(size_t)p * half + i] = round_to(dt, (float)std::cos(th));
-            sn[(size_t)p * half + i] = round_to(dt, (float)std::sin(th));
-        }
+    std::vector<float> cs, sn;
+    rope_tables(dt, max_pos, rd, cs, sn);
     std::mt19937 gen(g_seed++);
     std::vector<int64_t> pos((size_t)B * S);
     for (auto &p : pos) p = (int64_t)(gen() % max_pos);
@@ -647,16 +656,22 @@ static void test_attn(int dt, const attn_case &c)
         a.new_stride_h = c.hd;
         CK(gcuda_attn_decode(&a, NULL, &E));
         check("attn_decode mma, new rows apart", sh, dt, ddown(dt, a.out, nq), ref);
-        auto kc = ddown(dt, dk3, nc), vc = ddown(dt, dv3, nc);
-        std::vector<float> gotr, wantr;
-        for (int b = 0; b < c.B; b++)
-            for (int h = 0; h < c.Hkv; h++)
-                for (int d = 0; d < c.hd; d++) {
-                    size_t k = (((size_t)b * c.Hkv + h) * c.max_seq + c.lens[b] - 1) * c.hd + d;
-                    gotr.push_back(kc[k]), gotr.push_back(vc[k]);
-                    wantr.push_back(K[k]), wantr.push_back(V[k]);
-                }
-        check("attn_decode mma, new rows stored", sh, dt, gotr, std::vector<double>(wantr.begin(), wantr.end()));
+        /* the caches' rows at each sequence's newest key against those of Kw, Vw */
+        auto check_stored = [&](const char *name, void *dk, void *dv, const std::vector<float> &Kw,
+                                const std::vector<float> &Vw) {
+            auto kc = ddown(dt, dk, nc), vc = ddown(dt, dv, nc);
+            std::vector<float> got;
+            std::vector<double> want;
+            for (int b = 0; b < c.B; b++)
+                for (int h = 0; h < c.Hkv; h++)
+                    for (int d = 0; d < c.hd; d++) {
+                        size_t k = (((size_t)b * c.Hkv + h) * c.max_seq + c.lens[b] - 1) * c.hd + d;
+                        got.push_back(kc[k]), got.push_back(vc[k]);
+                        want.push_back(Kw[k]), want.push_back(Vw[k]);
+                    }
+            check(name, sh, dt, got, want);
+        };
+        check_stored("attn_decode mma, new rows stored", dk3, dv3, K, V);
 
         /* the rows before the steps that make them (gcuda_attn_decode_takes_prep): q and the new key
          * RMS-normalised (their gammas, eps 1e-6), rounded, rotated, rounded; the new value v / sqrt(mean(v^2)
@@ -664,13 +679,8 @@ static void test_attn(int dt, const attn_case &c)
          * nodes store them). Twice: with the new rows (q, k, v made), and q alone over full caches (a layer
          * that reads another's cache). */
         const int rd = c.hd >= 512 ? c.hd / 4 : c.hd / 16 * 16, half = rd / 2, inter = c.B > 1, max_pos = 32;
-        std::vector<float> cs((size_t)max_pos * half), sn(cs.size());
-        for (int pp = 0; pp < max_pos; pp++)
-            for (int i = 0; i < half; i++) {
-                double th = pp * std::pow(10000.0, -2.0 * i / rd);
-                cs[(size_t)pp * half + i] = round_to(dt, (float)std::cos(th));
-                sn[(size_t)pp * half + i] = round_to(dt, (float)std::sin(th));
-            }
+        std::vector<float> cs, sn;
+        rope_tables(dt, max_pos, rd, cs, sn);
         std::vector<int64_t> pos(c.B);
         for (int b = 0; b < c.B; b++) pos[b] = (int64_t)((c.lens[b] * 7 + b) % max_pos);
         auto gq = rnd(dt, c.hd, 0.5f, 1.5f), gk = rnd(dt, c.hd, 0.5f, 1.5f);
@@ -724,18 +734,7 @@ static void test_attn(int dt, const attn_case &c)
             CK(gcuda_attn_decode(&t, NULL, &E));
             check(with_new ? "attn_decode mma, q/k/v made first" : "attn_decode mma, q made first",
                   sh + fmt(" rd%d%s", rd, inter ? " inter" : ""), dt, ddown(dt, t.out, nq), attn_ref(qm, K4, V4));
-            if (!with_new) continue;
-            auto kc4 = ddown(dt, dk4, nc), vc4 = ddown(dt, dv4, nc);
-            std::vector<float> got4;
-            std::vector<double> want4;
-            for (int b = 0; b < c.B; b++)
-                for (int h = 0; h < c.Hkv; h++)
-                    for (int d = 0; d < c.hd; d++) {
-                        size_t k = (((size_t)b * c.Hkv + h) * c.max_seq + c.lens[b] - 1) * c.hd + d;
-                        got4.push_back(kc4[k]), got4.push_back(vc4[k]);
-                        want4.push_back(K4[k]), want4.push_back(V4[k]);
-                    }
-            check("attn_decode mma, made rows stored", sh, dt, got4, want4);
+            if (with_new) check_stored("attn_decode mma, made rows stored", dk4, dv4, K4, V4);
         }
     }
     release_all();
