@@ -257,6 +257,21 @@ __device__ __forceinline__ void rows_first(const rows_at &a, int K, int lane, bo
     }
 }
 
+/* EPI 1, 3: row r's chain, its product y0 stored by the caller; a pair's
+ * second product a1 (EPI 3) stored first, since the chain may read it (in a
+ * layout other than the output's). Both GEMV kernels' epilogue. */
+template <typename T, int EPI>
+__device__ __forceinline__ void rows_chain_row(const rows_set &set, const gops_fuse &tail, int r, T y0, float a1)
+{
+    float y1 = 0.0f;
+    if constexpr (EPI == 3) {
+        const T y1t = gc_to<T>(a1);
+        ((T *)set.y[1])[r] = y1t;
+        y1 = gc_f(y1t);
+    }
+    go_st(tail.y, tail.y_dtype, r, go_chain_modes<int>(tail, gc_f(y0), r, set.modes, EPI == 3 ? set.y1_leaf : -1, y1));
+}
+
 /* EPI 2: the last block of the grid to end runs the norm-headed chain over
  * the whole output (and the skip norm after it, sk_y), then resets the
  * counter. All threads call it. */
@@ -385,14 +400,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 1 : EPI == 2 ? 4 : EP
             if (threadIdx.x < RPB && rr < set.rows) { /* one matrix (EPI 1) or a pair: y[0] (and y[1]) at row rr */
                 const T yv = gc_to<T>(ys[0][threadIdx.x]);
                 ((T *)set.y[0])[rr] = yv;
-                float y1 = 0.0f;
-                if constexpr (EPI == 3) {
-                    const T y1t = gc_to<T>(ys[1][threadIdx.x]);
-                    ((T *)set.y[1])[rr] = y1t; /* before the chain may read it (a layout other than the output's) */
-                    y1 = gc_f(y1t);
-                }
-                go_st(tail.y, tail.y_dtype, rr,
-                      go_chain_modes<int>(tail, gc_f(yv), rr, set.modes, EPI == 3 ? set.y1_leaf : -1, y1));
+                rows_chain_row<T, EPI>(set, tail, rr, yv, ys[1][threadIdx.x]);
             }
         } else {
             if (lane == 0 && live) ((T *)yb)[r - r0] = gc_to<T>(acc);
@@ -539,16 +547,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, 1)
                 const int r = r_begin + w + ST_WARPS * (t / P), q = st_matrix<EPI>(set, r);
                 const T yv = gc_to<T>(acc);
                 ((T *)set.y[q])[r - set.row0[q]] = yv;
-                if constexpr (EPI == 1 || EPI == 3) {
-                    float y1 = 0.0f;
-                    if constexpr (EPI == 3) {
-                        const T y1t = gc_to<T>(acc2);
-                        ((T *)set.y[1])[r] = y1t; /* before the chain may read it (a layout other than the output's) */
-                        y1 = gc_f(y1t);
-                    }
-                    go_st(tail.y, tail.y_dtype, r,
-                          go_chain_modes<int>(tail, gc_f(yv), r, set.modes, EPI == 3 ? set.y1_leaf : -1, y1));
-                }
+                if constexpr (EPI == 1 || EPI == 3) rows_chain_row<T, EPI>(set, tail, r, yv, acc2);
             }
             acc = acc2 = 0.0f;
         }
