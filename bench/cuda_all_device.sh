@@ -13,7 +13,9 @@
 #           bash bench/cuda_all_device.sh run [STEPS]
 #   STEPS (default "kernels skeleton verify profile nsys bench sanitize"): any of them, in that order;
 #   also "epi" (after kernels): the kernel lab's fused-GEMV tables (and the per-layer-input pair's:
-#   two launches against gemv_seq.cu's one) under each of EPI_SWITCHES;
+#   two launches against gemv_seq.cu's one) under each of EPI_SWITCHES; also "attn" (after epi): the
+#   attention lab (test_kernels --attn: a layer's attention after its q/k/v GEMV at 160 keys, its norms in
+#   launches of their own against made by the kernel) under each of ATTN_SWITCHES;
 #   also "ncu" (after profile): Nsight Compute's launch, warp-state and instruction sections for the
 #   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size;
 #   and "abpack": with AB_PACK=DIR (another prepare's .devcarry-all, moved aside and carried too), E2B
@@ -89,6 +91,12 @@ if has epi; then
     for v in ${EPI_SWITCHES:-GRAFT_CUDA_STREAM=0 GRAFT_CUDA_STREAM=15}; do
         step "test_kernels --epi with $v"
         env ${v//,/ } timeout 60 $TK --epi 2>&1 | tee "$OUT/epi.$v.log" | grep -E "^\|"
+    done
+fi
+if has attn; then
+    for v in ${ATTN_SWITCHES:-GRAFT_CUDA_NONE=1 GRAFT_CUDA_PDL=0}; do
+        step "test_kernels --attn with $v"
+        env ${v//,/ } timeout 60 $TK --attn 2>&1 | tee "$OUT/attn.$v.log" | grep -E "^\|"
     done
 fi
 if has skeleton; then
