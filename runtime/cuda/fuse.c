@@ -182,6 +182,18 @@ static int spelled_norm(cx_exec *x, cx_node *d, cx_node *skip[4], float *eps)
     return 1;
 }
 
+/* The node making what input t of a node reads, through views each read
+ * only once: NULL when another node reads along the way. */
+static cx_node *through_views(cx_exec *x, const rt_tensor *t)
+{
+    cx_node *p = t ? producer(x, t) : NULL;
+    for (int depth = 0; p && p->place == CX_VIEW && depth < 4; depth++) {
+        if (cx_v(p->n.out[0])->n_readers != 1 || !p->n.in[0]) return NULL;
+        p = producer(x, p->n.in[0]);
+    }
+    return p && p->place != CX_VIEW ? p : NULL;
+}
+
 /* GRAFT_CUDA_FUSE_ROPE (on unless 0): an RMSNormalization read
  * only, through views, by a RotaryEmbedding (Gemma's and Qwen3's q/k norms)
  * only shapes its output; the rotary launch normalises its rows first. */
@@ -192,11 +204,7 @@ static void plan_rope_norm(cx_exec *x)
         if (r->place != CX_DEVICE || r->fuse || *graft_node_domain(r->n.src) ||
             strcmp(rt_node_op(&r->n), "RotaryEmbedding") || !r->n.in[0])
             continue;
-        cx_node *p = producer(x, r->n.in[0]);
-        for (int depth = 0; p && p->place == CX_VIEW && depth < 4; depth++) {
-            if (cx_v(p->n.out[0])->n_readers != 1 || !p->n.in[0]) break;
-            p = producer(x, p->n.in[0]);
-        }
+        cx_node *p = through_views(x, r->n.in[0]);
         if (!p || p->fuse || !is_norm_head(p) || cx_v(p->n.out[0])->n_readers != 1) continue;
         p->fuse = 3;
         r->rope_norm = p;
@@ -272,18 +280,6 @@ static void plan_rope_pair(cx_exec *x)
             break;
         }
     }
-}
-
-/* The node making what input t of a node reads, through views each read
- * only once: NULL when another node reads along the way. */
-static cx_node *through_views(cx_exec *x, const rt_tensor *t)
-{
-    cx_node *p = t ? producer(x, t) : NULL;
-    for (int depth = 0; p && p->place == CX_VIEW && depth < 4; depth++) {
-        if (cx_v(p->n.out[0])->n_readers != 1 || !p->n.in[0]) return NULL;
-        p = producer(x, p->n.in[0]);
-    }
-    return p && p->place != CX_VIEW ? p : NULL;
 }
 
 /* A RotaryEmbedding that normalises its rows first (rope_norm) whose
