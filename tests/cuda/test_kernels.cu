@@ -2296,9 +2296,8 @@ static void seq_lab(double copy_gbs)
  * graph): the q/k norm + rotary launch and the v norm launch before the
  * kernel, against the kernel making those rows itself (q_gamma, k_gamma,
  * v_norm), and the kernel on given rows (no norms: a floor). No checks. */
-static void attn_lab(double copy_gbs)
+static void attn_lab()
 {
-    (void)copy_gbs;
     const int dt = GRAFT_DTYPE_FLOAT16, Hq = 8, L = 160, MS = 4096, K = 1536;
     const size_t es = 2;
     printf("\nattention after its q/k/v GEMV (fp16, Hq %d, Hkv 1, %d keys), us a layer:\n", Hq, L);
@@ -2559,11 +2558,13 @@ int main(int argc, char **argv)
            info.cc_minor, info.sm_count, info.global_bytes / 1073741824.0, info.l2_bytes / 1048576.0,
            info.smem_optin_bytes / 1024);
     if (skel || epi || attn) { /* only the E2B step skeleton, the fused GEMV variants, the attention: no checks */
-        double cr = copy_rate();
-        if (attn) attn_lab(cr);
-        if (epi) epi_lab(cr);
-        if (epi) seq_lab(cr);
-        if (skel) skeleton(cr);
+        if (attn) attn_lab();
+        if (skel || epi) {
+            double cr = copy_rate();
+            if (epi) epi_lab(cr);
+            if (epi) seq_lab(cr);
+            if (skel) skeleton(cr);
+        }
         return 0;
     }
 
