@@ -181,6 +181,12 @@ typedef struct gcuda_attn_decode_args {
                                  * one has passed on the device); 1: the CUDA-core kernel;
                                  * 2: tensor cores (mma.sync) for fp16/bf16, the CUDA-core
                                  * kernel for fp32. Plan and run with the same value. */
+    int merge;                  /* how the splits merge; 0: the plan picks (GRAFT_CUDA_ATTN_CLUSTER=N:
+                                 * a cluster of up to N where the kernel and splits allow; unset: 1),
+                                 * 1: a second kernel, through the workspace; 2: the tensor-core
+                                 * kernel's splits of a (batch, kv head) as one thread-block cluster
+                                 * that merges them in shared memory (at most 16 splits, no
+                                 * workspace). Set by gcuda_attn_decode_plan; run with that value. */
     void *ws;                   /* workspace of ws_bytes (gcuda_attn_decode_plan) */
     size_t ws_bytes;
     /* Non-NULL (both): the current token's key and value rows, one per

@@ -161,6 +161,38 @@ __device__ __forceinline__ void gc_cp16(void *dst, const void *src, bool ok)
 __device__ __forceinline__ void gc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void gc_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+/* Thread-block clusters (sm_90): the cluster barrier (every thread of
+ * every block arrives, then waits; release/acquire order the blocks'
+ * shared and global writes before it against reads after it), a shared
+ * address of this block mapped to block `rank` of the cluster, and stores
+ * and loads there. */
+__device__ __forceinline__ void gc_cluster_arrive(bool release)
+{
+    if (release) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    else asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void gc_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+__device__ __forceinline__ uint32_t gc_cluster_map(const void *p, unsigned rank)
+{
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(gc_smem_addr(p)), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void gc_cluster_st16(uint32_t a, unsigned short v)
+{
+    asm volatile("st.shared::cluster.u16 [%0], %1;" ::"r"(a), "h"(v) : "memory");
+}
+__device__ __forceinline__ void gc_cluster_stf(uint32_t a, float v)
+{
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
+}
+__device__ __forceinline__ float gc_cluster_ldf(uint32_t a)
+{
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+    return v;
+}
+
 /* Waits until the mbarrier's phase of this parity has completed. */
 __device__ __forceinline__ void gc_mbar_wait(uint32_t bar, uint32_t parity)
 {

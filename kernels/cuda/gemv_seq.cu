@@ -51,29 +51,6 @@ typedef struct sq_params {
     unsigned modes1, modes2; /* each leaf's layout against the output (go_chain_modes), f1 and f2 */
 } sq_params;
 
-__device__ __forceinline__ void sq_arrive(bool release)
-{
-    if (release) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-    else asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void sq_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-
-/* p (this block's shared memory) in block `rank` of the cluster */
-__device__ __forceinline__ uint32_t sq_map(const void *p, unsigned rank)
-{
-    uint32_t r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(gc_smem_addr(p)), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ void sq_st16(uint32_t a, unsigned short v)
-{
-    asm volatile("st.shared::cluster.u16 [%0], %1;" ::"r"(a), "h"(v) : "memory");
-}
-__device__ __forceinline__ void sq_stf(uint32_t a, float v)
-{
-    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
-}
-
 /* rows [r0, r0 + n) of a [*, K] matrix of 2-byte elements into dst, 16
  * bytes a cp.async by every thread (all in flight at once), committed as
  * one group. The copy engine's bulk copies (cp.async.bulk, 16 KB pieces on
@@ -114,9 +91,9 @@ __device__ __forceinline__ void sq_gemv(const uint4 *__restrict__ w, const uint4
  * same value). All threads call it with the block's v. */
 __device__ __forceinline__ float sq_cluster_sum(float v, float *part, int C)
 {
-    if (threadIdx.x < (unsigned)C) sq_stf(sq_map(part + blockIdx.x, threadIdx.x), v);
-    sq_arrive(true);
-    sq_wait();
+    if (threadIdx.x < (unsigned)C) gc_cluster_stf(gc_cluster_map(part + blockIdx.x, threadIdx.x), v);
+    gc_cluster_arrive(true);
+    gc_cluster_wait();
     float t = 0.0f;
     for (int i = 0; i < C; i++) t += part[i];
     return t;
@@ -133,7 +110,7 @@ __global__ void __launch_bounds__(SQ_THREADS, 1) gemv_seq_kernel(sq_params p, go
     /* the weights do not depend on the kernel before: asked for first */
     sq_fetch(sq_smem, p.w1, a1, n1, p.K1);
     sq_fetch(sq_smem + p.o2, p.w2, a2, n2, p.N1);
-    sq_arrive(false); /* this block runs: the others may write its shared memory after their wait */
+    gc_cluster_arrive(false); /* this block runs: the others may write its shared memory after their wait */
     gc_pdl_wait();    /* x is the kernel before's output */
     gc_pdl_trigger();
     constexpr int V = 16 / (int)sizeof(T);
@@ -155,14 +132,14 @@ __global__ void __launch_bounds__(SQ_THREADS, 1) gemv_seq_kernel(sq_params p, go
         gs[rr] = gv;
     }
     __syncthreads();
-    sq_wait(); /* every block runs: its shared memory may be written */
+    gc_cluster_wait(); /* every block runs: its shared memory may be written */
     for (int i = tid; i < n1 * C; i += SQ_THREADS) {
         const int rr = a1 + i % n1, dst = i / n1;
-        if (dst != b) sq_st16(sq_map(gs + rr, (unsigned)dst), *reinterpret_cast<const unsigned short *>(gs + rr));
+        if (dst != b) gc_cluster_st16(gc_cluster_map(gs + rr, (unsigned)dst), *reinterpret_cast<const unsigned short *>(gs + rr));
     }
     gc_cp_wait<0>(); /* this thread's W2 words, before its arrival */
-    sq_arrive(true);
-    sq_wait(); /* g complete in every block, and W2's run in this one */
+    gc_cluster_arrive(true);
+    gc_cluster_wait(); /* g complete in every block, and W2's run in this one */
     sq_gemv<T>(reinterpret_cast<const uint4 *>(sq_smem + p.o2), reinterpret_cast<const uint4 *>(gs), n2, C2, sums);
     float yv = 0.0f;
     if (tid < n2) {

@@ -194,6 +194,7 @@ struct cx_exec {
     int64_t len_past, len_total;
     size_t n_fast_attn; /* attention nodes on the in-place fast kernels (last run) */
     size_t n_fused_append; /* ... of them whose decode kernel also appended the new K/V rows (last run) */
+    size_t n_attn_cluster; /* ... of them whose splits merged in a thread-block cluster (last run) */
     int64_t *iota;      /* device 0, 1, ... (rotary positions when the graph gives none) */
     int64_t iota_n;
     /* CUDA graphs: a step whose graph inputs have the shapes of the last

@@ -1142,6 +1142,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
     x->run_no++;
     x->n_fast_attn = 0;
     x->n_fused_append = 0;
+    x->n_attn_cluster = 0;
     memset(x->n_attn_took, 0, sizeof x->n_attn_took);
     x->run_syncs = 0;
     bool prof = x->prof && x->prof != 3 && x->placed && x->graph_step && !x->capturing;
@@ -1734,6 +1735,10 @@ static const char *cx_describe(rt_backend *b)
     if (x->n_fused_append) {
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu KV appends by the decode attention kernel", x->n_fused_append);
+    }
+    if (x->n_attn_cluster) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu decode attentions merged their splits in a cluster", x->n_attn_cluster);
     }
     if (x->n_attn_preps) {
         size_t l = strlen(fz);

@@ -1179,6 +1179,7 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
             cn->dsplits = d.num_splits;
             if (!(d.ws = cx_workspace(x, cn, d.ws_bytes, err))) return err->code;
             x->n_fast_attn++;
+            if (d.merge == 2) x->n_attn_cluster++;
             rp_attn(x, cn, c, 1, win);
             /* the new rows read and stored by the tensor-core kernel itself (GRAFT_CUDA_FUSE_APPEND=0: not) */
             const char *fa = getenv("GRAFT_CUDA_FUSE_APPEND");

@@ -562,7 +562,8 @@ struct attn_case {
     int splits;           /* 0: auto */
 };
 
-static int g_attn_impl; /* gcuda_attn_decode_args.impl for test_attn */
+static int g_attn_impl;  /* gcuda_attn_decode_args.impl for test_attn */
+static int g_attn_merge; /* and .merge (1: the merge kernel, 2: in a cluster; the tensor-core kernel only) */
 
 static void test_attn(int dt, const attn_case &c)
 {
@@ -593,6 +594,7 @@ static void test_attn(int dt, const attn_case &c)
     a.scale = scale, a.softcap = c.softcap, a.window_left = c.window_left;
     a.num_splits = c.splits;
     a.impl = g_attn_impl;
+    a.merge = g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? g_attn_merge : 1;
     CK(gcuda_attn_decode_plan(&a, &E));
     a.ws = dpoisoned(GRAFT_DTYPE_FLOAT, a.ws_bytes / 4); /* partials are written before they are read */
     CK(gcuda_attn_decode(&a, NULL, &E));
@@ -634,7 +636,7 @@ static void test_attn(int dt, const attn_case &c)
     std::string sh = fmt("B%d Hq%d Hkv%d hd%d L%s", c.B, c.Hq, c.Hkv, c.hd, lens.c_str());
     if (c.window_left >= 0) sh += fmt(" win%lld", c.window_left);
     if (c.softcap > 0) sh += fmt(" cap%g", c.softcap);
-    sh += fmt(" sp%d", a.num_splits);
+    sh += fmt(" sp%d%s", a.num_splits, a.merge == 2 ? " cluster" : "");
     check(g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? "attn_decode mma" : "attn_decode", sh, dt, got, ref);
     bool lens_ok = true;
     for (int L : c.lens) lens_ok = lens_ok && L >= 1 && L <= c.max_seq;
@@ -1921,6 +1923,7 @@ static void bench(void)
     for (int dt : DTYPES)
     for (int impl = 0; impl <= (dt == GRAFT_DTYPE_FLOAT ? 0 : 2); impl += 2) {
         size_t es = gcuda_dtype_size(dt);
+        for (int merge = 1; merge <= (impl == 2 ? 2 : 1); merge++)
         for (auto &c : acases) {
             size_t nc = (size_t)c.B * c.Hkv * c.L * c.hd, kvb = 2 * nc * es;
             int copies = (int)std::max<size_t>(1, (rot_bytes + kvb - 1) / kvb);
@@ -1943,7 +1946,7 @@ static void bench(void)
             a.dtype = dt;
             a.batch = c.B, a.q_heads = c.Hq, a.kv_heads = c.Hkv, a.head_dim = c.hd, a.max_seq = c.L;
             a.q = q, a.seq_lens = dl, a.out = o, a.scale = 1.0f / std::sqrt((float)c.hd), a.window_left = c.win;
-            a.impl = impl;
+            a.impl = impl, a.merge = merge;
             CK(gcuda_attn_decode_plan(&a, &E));
             a.ws = dalloc(a.ws_bytes);
             double us = time_us([&](int i) {
@@ -1955,8 +1958,9 @@ static void bench(void)
             long long keys = c.win >= 0 ? std::min<long long>(c.L, c.win + 1) : c.L; /* read per sequence */
             double gbs = (double)kvb * keys / c.L / (us * 1e-6) / 1e9;
             rows.push_back({impl ? "attn_decode mma" : "attn_decode",
-                            fmt("B%d Hq%d Hkv%d hd%d L%d%s sp%d", c.B, c.Hq, c.Hkv, c.hd, c.L,
-                                c.win >= 0 ? fmt(" win%lld", c.win).c_str() : "", a.num_splits),
+                            fmt("B%d Hq%d Hkv%d hd%d L%d%s sp%d%s", c.B, c.Hq, c.Hkv, c.hd, c.L,
+                                c.win >= 0 ? fmt(" win%lld", c.win).c_str() : "", a.num_splits,
+                                a.merge == 2 ? " cluster" : ""),
                             dt, us, gbs, gbs / copy_gbs});
             release_all();
         }
@@ -2295,14 +2299,16 @@ static void seq_lab(double copy_gbs)
  * keys, caches of 4096), after the q/k/v GEMV that makes its rows (20 in a
  * graph): the q/k norm + rotary launch and the v norm launch before the
  * kernel, against the kernel making those rows itself (q_gamma, k_gamma,
- * v_norm), and the kernel on given rows (no norms: a floor). No checks. */
+ * v_norm), the same with the merge kernel after it (merge 1, where the
+ * plan merges in a cluster), and the kernel on given rows (no norms: a
+ * floor). No checks. */
 static void attn_lab()
 {
     const int dt = GRAFT_DTYPE_FLOAT16, Hq = 8, L = 160, MS = 4096, K = 1536;
     const size_t es = 2;
     printf("\nattention after its q/k/v GEMV (fp16, Hq %d, Hkv 1, %d keys), us a layer:\n", Hq, L);
-    printf("| head_dim | rotary dim | new k/v | norms apart (launches) | made by the kernel | rows as given |\n"
-           "|---:|---:|---|---:|---:|---:|\n");
+    printf("| head_dim | rotary dim | new k/v | splits | norms apart (launches) | made by the kernel |"
+           " made, merge kernel | rows as given |\n|---:|---:|---|---:|---:|---:|---:|---:|\n");
     for (int hd : {256, 512})
         for (int kv = 1; kv >= 0; kv--) {
             const int rd = hd >= 512 ? hd / 4 : hd, half = rd / 2, N = (Hq + 2) * hd;
@@ -2336,15 +2342,18 @@ static void attn_lab()
             memset(&a, 0, sizeof a);
             a.dtype = dt, a.batch = 1, a.q_heads = Hq, a.kv_heads = 1, a.head_dim = hd, a.max_seq = MS;
             a.k_cache = kc, a.v_cache = vc, a.seq_lens = dl, a.out = out, a.scale = 1.0f, a.window_left = -1;
-            a.impl = 2;
+            a.impl = 2, a.new_stride_b = a.new_stride_h = hd;
+            gcuda_attn_decode_args a1 = a; /* the splits merged by the merge kernel */
+            a1.merge = 1;
             CK(gcuda_attn_decode_plan(&a, &E));
-            a.ws = dalloc(a.ws_bytes);
-            a.new_stride_b = a.new_stride_h = hd;
-            double us[3];
-            for (int v = 0; v < 3; v++)
-                us[v] = graph_us([&](int, gcuda_stream st) {
+            CK(gcuda_attn_decode_plan(&a1, &E));
+            a.ws = dalloc(a.ws_bytes), a1.ws = dalloc(a1.ws_bytes);
+            double us[4];
+            for (int u = 0; u < 4; u++)
+                us[u] = graph_us([&](int, gcuda_stream st) {
                     CK(gcuda_gemv_rows(dt, x, w, raw, K, N, st, &E));
-                    gcuda_attn_decode_args t = a;
+                    const int v = u == 3 ? 1 : u; /* 3: 1 with the merge kernel */
+                    gcuda_attn_decode_args t = u == 3 ? a1 : a;
                     t.q = v == 0 ? qr : q0;
                     if (kv) t.k_new = v == 0 ? kr : k0, t.v_new = v == 0 ? vn : v0;
                     if (v == 0) {
@@ -2358,8 +2367,9 @@ static void attn_lab()
                     }
                     CK(gcuda_attn_decode(&t, st, &E));
                 }, 20, 7);
-            printf("| %d | %d | %s | %.2f (%d) | %.2f (2) | %.2f (2) |\n", hd, rd, kv ? "yes" : "no", us[0],
-                   kv ? 5 : 4, us[1], us[2]);
+            const int k1 = a.merge == 2 ? 1 : 2; /* launches of the attention itself */
+            printf("| %d | %d | %s | %d | %.2f (%d) | %.2f (%d) | %.2f (3) | %.2f (%d) |\n", hd, rd, kv ? "yes" : "no",
+                   a.num_splits, us[0], (kv ? 3 : 2) + k1, us[1], 1 + k1, us[3], us[2], 1 + k1);
             release_all();
         }
 }
@@ -2656,6 +2666,7 @@ int main(int argc, char **argv)
         ac.push_back({1, 16, 1, 128, 300, {300}, -1, 0, 0, 0});
         ac.push_back({2, 8, 1, 512, 200, {200, 65}, 100, 0, 0, 2});
         for (g_attn_impl = 0; g_attn_impl <= (dt == GRAFT_DTYPE_FLOAT ? 0 : 2); g_attn_impl += 2)
+        for (g_attn_merge = 1; g_attn_merge <= (g_attn_impl == 2 ? 2 : 1); g_attn_merge++)
         for (auto &c : ac) {
             if (quick && c.max_seq > 256) {
                 attn_case s = c; /* sanitizer runs: short sequences */
