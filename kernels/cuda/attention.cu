@@ -47,6 +47,8 @@ struct attn_params {
     long long rmax;
     int cl; /* tensor-core kernel only: the splits of a (batch, kv head) are one thread-block cluster that
              * merges them (am_merge) and writes out; no workspace, no merge kernel */
+    int early; /* tensor-core kernel only: lens and the first tile's cache rows but the newest key's read
+                * before the programmatic wait (gcuda_attn_decode_args.early) */
 };
 
 template <typename T, int D, int GT> struct attn_layout {
@@ -474,8 +476,10 @@ __device__ __forceinline__ void am_merge(const attn_params &p, char *smem, const
 
 template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 {
-    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
-    gc_pdl_trigger();
+    if (!p.early) {
+        gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+        gc_pdl_trigger();
+    }
     typedef am_layout<T, D> LY;
     constexpr int TK = LY::TK, ST = LY::ST, SST = LY::SST, PST = LY::PST;
     constexpr int CPR = D / 8;                   /* 16-byte words per row */
@@ -499,6 +503,10 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
     attn_range(p, p.lens[b], split, &j0, &j1, TK);
     const size_t row0 = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit + split;
     if (j0 >= j1) {
+        if (p.early) {
+            gc_pdl_wait();
+            gc_pdl_trigger();
+        }
         if (p.cl) {
             const float none[NTO][4] = {};
             am_merge<T, D, NTO>(p, smem, none, false, kh, b);
@@ -513,6 +521,9 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
     /* the newest key (knew): read from its rows, and copied into the caches by this block, the only one
      * whose keys include it */
     const int jnew = p.knew && p.lens[b] <= p.max_seq ? p.lens[b] - 1 : -1;
+    /* p.early without new rows: the newest key's cache rows, which the kernel before may have written,
+     * copied after the wait (the other rows of the first tile before it) */
+    const int jlate = p.early && !p.knew && p.lens[b] <= p.max_seq ? p.lens[b] - 1 : -1;
     const T *kn = p.knew ? (const T *)p.knew + (size_t)b * p.nsb + (size_t)kh * p.nsh : NULL;
     const T *vn = p.knew ? (const T *)p.vnew + (size_t)b * p.nsb + (size_t)kh * p.nsh : NULL;
 
@@ -528,19 +539,30 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             if (pv) *reinterpret_cast<uint4 *>(vr + c * 8) = *reinterpret_cast<const uint4 *>(nrow + ST + c * 8);
         }
     };
-    /* staged: the rows nrow holds may be copied (false in the prologue, before they are made) */
-    auto load_tile = [&](int jt, int buf, bool staged) {
+    /* staged: the rows nrow holds may be copied (false in the prologue, before they are made); part 1:
+     * the cache's rows but the newest key's, 2: the newest key's (from knew or nrow, or jlate's cache
+     * rows), 3: both */
+    auto load_tile = [&](int jt, int buf, bool staged, int part) {
         const int nk = min(TK, j1 - jt);
         T *kd = ks + (size_t)buf * TK * ST, *vd = vs + (size_t)buf * TK * ST;
+        if (part & 1) {
 #pragma unroll
-        for (int it = 0; it < LOADS; it++) {
-            int i = it * AM_THREADS + tid, r = i / CPR, c = i % CPR;
-            bool ok = r < nk && c < cpr;
-            size_t off = ok ? (size_t)(jt + r) * hd + (size_t)c * 8 : 0;
-            if (jt + r == jnew) continue; /* the newest key: below */
-            gc_cp16(kd + r * ST + c * 8, kb + off, ok);
-            gc_cp16(vd + r * ST + c * 8, vb + off, ok);
+            for (int it = 0; it < LOADS; it++) {
+                int i = it * AM_THREADS + tid, r = i / CPR, c = i % CPR;
+                bool ok = r < nk && c < cpr;
+                size_t off = ok ? (size_t)(jt + r) * hd + (size_t)c * 8 : 0;
+                if (jt + r == jnew || jt + r == jlate) continue; /* the newest key: below */
+                gc_cp16(kd + r * ST + c * 8, kb + off, ok);
+                gc_cp16(vd + r * ST + c * 8, vb + off, ok);
+            }
         }
+        if (!(part & 2)) return;
+        if (jlate >= jt && jlate < jt + nk)
+            for (int c = tid; c < CPR; c += AM_THREADS) {
+                const size_t off = (size_t)jlate * hd + (c < cpr ? (size_t)c * 8 : 0);
+                gc_cp16(kd + (jlate - jt) * ST + c * 8, kb + off, c < cpr);
+                gc_cp16(vd + (jlate - jt) * ST + c * 8, vb + off, c < cpr);
+            }
         if (jnew >= jt && jnew < jt + nk) {
             T *kr = kd + (jnew - jt) * ST, *vr = vd + (jnew - jt) * ST;
             for (int c = tid; c < CPR; c += AM_THREADS) {
@@ -560,6 +582,13 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         }
     };
     const bool prep = p.qg || p.kg || p.vnorm;
+    if (p.early) { /* the first tile's cache rows (but the newest key's) in flight while the kernel before ends */
+        load_tile(j0, 0, false, 1);
+        gc_cp_commit();
+        gc_pdl_wait();
+        gc_pdl_trigger();
+    }
+    const int first = p.early ? 2 : 3; /* what of the first tile is still to copy */
     if (own && !prep) store_new();
     /* the group's queries (storage type; rows past G and columns past hd zero): 16 bytes a copy, in
      * the first tile's group (one memory round trip for both), or element by element when q is not
@@ -592,7 +621,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             if (pk && c < cpr) gc_cp16(nrow + 3 * ST + c * 8, (const T *)p.kg + o, true);
         }
         gc_cp_commit();
-        load_tile(j0, 0, false);
+        load_tile(j0, 0, false, first);
         gc_cp_commit();
         /* the cos/sin of the token's position (halves: the words this thread rotates, into registers
          * while the copies land) */
@@ -635,7 +664,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             if (jnew < j0 + TK) stage_new(ks, vs, j0);
         }
     } else {
-        load_tile(j0, 0, false);
+        load_tile(j0, 0, false, first);
         gc_cp_commit();
     }
     /* row stats */
@@ -650,7 +679,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
 
     int buf = 0;
     for (int jt = j0; jt < j1; jt += TK, buf ^= 1) {
-        if (jt + TK < j1) load_tile(jt + TK, buf ^ 1, true);
+        if (jt + TK < j1) load_tile(jt + TK, buf ^ 1, true, 3);
         gc_cp_commit();
         gc_cp_wait<1>();
         __syncthreads(); /* tile jt in shared memory (and, the first time, qs and the stats) */
@@ -1011,6 +1040,7 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
         p->nsb = a->new_stride_b;
         p->nsh = a->new_stride_h;
     }
+    p->early = a->early; /* the tensor-core kernel's; the others wait first */
     p->qg = p->kg = NULL;
     p->vnorm = 0;
     if (a->q_gamma || a->k_gamma || a->v_norm) {

@@ -187,6 +187,12 @@ typedef struct gcuda_attn_decode_args {
                                  * kernel's splits of a (batch, kv head) as one thread-block cluster
                                  * that merges them in shared memory (at most 16 splits, no
                                  * workspace). Set by gcuda_attn_decode_plan; run with that value. */
+    int early;                  /* 1: seq_lens and the caches' rows before seq_lens - 1 were written
+                                 * before the kernel launched just before this one (or by copies):
+                                 * the tensor-core kernel may read them before it waits for that
+                                 * kernel (a programmatic dependent launch; every graft kernel waits
+                                 * before it lets the next one start, so the kernels two launches
+                                 * back have ended) */
     void *ws;                   /* workspace of ws_bytes (gcuda_attn_decode_plan) */
     size_t ws_bytes;
     /* Non-NULL (both): the current token's key and value rows, one per

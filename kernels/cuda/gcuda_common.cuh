@@ -93,6 +93,11 @@ __device__ __forceinline__ void gc_pdl_wait()
 #endif
 }
 
+/* Every decode kernel calls gc_pdl_wait before gc_pdl_trigger (the lab's
+ * l2_prefetch_dep_kernel aside), so when a kernel starts, the kernels two
+ * or more launches before it have ended: what only they wrote may be read
+ * before the wait (the weights, and gcuda_attn_decode_args.early). */
+
 /* GRAFT_CUDA_PDL (read once, gcuda_core.cu): 0 plain launches; "gemv"
  * the decode GEMVs as programmatic dependents; "all" (the default) the
  * other decode-path kernels too (each waits in gc_pdl_wait before reading). */

@@ -1173,6 +1173,10 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
         d.dtype = c->dt, d.batch = c->B, d.q_heads = c->Hq, d.kv_heads = c->Hkv, d.head_dim = c->hd;
         d.max_seq = max, d.q = c->q, d.k_cache = c->ck->buf, d.v_cache = c->cv->buf, d.seq_lens = dtot;
         d.out = c->y, d.scale = c->scale, d.softcap = c->softcap, d.window_left = win, d.impl = attn_impl();
+        /* the lengths come from a copy (cx_lens), the rows before the newest key from earlier steps: the
+         * kernel may read them before its programmatic wait (GRAFT_CUDA_ATTN_EARLY=1; off until timed) */
+        const char *ea = getenv("GRAFT_CUDA_ATTN_EARLY");
+        d.early = ea && !strcmp(ea, "1");
         graft_error perr;
         d.num_splits = cn->dsplits; /* planned once (the plan queries the device) */
         if (gcuda_attn_decode_plan(&d, &perr) == GRAFT_OK) {

@@ -564,6 +564,7 @@ struct attn_case {
 
 static int g_attn_impl;  /* gcuda_attn_decode_args.impl for test_attn */
 static int g_attn_merge; /* and .merge (1: the merge kernel, 2: in a cluster; the tensor-core kernel only) */
+static int g_attn_early; /* and .early (the tensor-core kernel only) */
 
 static void test_attn(int dt, const attn_case &c)
 {
@@ -595,6 +596,7 @@ static void test_attn(int dt, const attn_case &c)
     a.num_splits = c.splits;
     a.impl = g_attn_impl;
     a.merge = g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? g_attn_merge : 1;
+    a.early = g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? g_attn_early : 0;
     CK(gcuda_attn_decode_plan(&a, &E));
     a.ws = dpoisoned(GRAFT_DTYPE_FLOAT, a.ws_bytes / 4); /* partials are written before they are read */
     CK(gcuda_attn_decode(&a, NULL, &E));
@@ -636,7 +638,7 @@ static void test_attn(int dt, const attn_case &c)
     std::string sh = fmt("B%d Hq%d Hkv%d hd%d L%s", c.B, c.Hq, c.Hkv, c.hd, lens.c_str());
     if (c.window_left >= 0) sh += fmt(" win%lld", c.window_left);
     if (c.softcap > 0) sh += fmt(" cap%g", c.softcap);
-    sh += fmt(" sp%d%s", a.num_splits, a.merge == 2 ? " cluster" : "");
+    sh += fmt(" sp%d%s%s", a.num_splits, a.merge == 2 ? " cluster" : "", a.early ? " early" : "");
     check(g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? "attn_decode mma" : "attn_decode", sh, dt, got, ref);
     bool lens_ok = true;
     for (int L : c.lens) lens_ok = lens_ok && L >= 1 && L <= c.max_seq;
@@ -2300,15 +2302,15 @@ static void seq_lab(double copy_gbs)
  * graph): the q/k norm + rotary launch and the v norm launch before the
  * kernel, against the kernel making those rows itself (q_gamma, k_gamma,
  * v_norm), the same with the merge kernel after it (merge 1, where the
- * plan merges in a cluster), and the kernel on given rows (no norms: a
- * floor). No checks. */
+ * plan merges in a cluster) and with the first tile read before the wait
+ * (early), and the kernel on given rows (no norms: a floor). No checks. */
 static void attn_lab()
 {
     const int dt = GRAFT_DTYPE_FLOAT16, Hq = 8, L = 160, MS = 4096, K = 1536;
     const size_t es = 2;
     printf("\nattention after its q/k/v GEMV (fp16, Hq %d, Hkv 1, %d keys), us a layer:\n", Hq, L);
     printf("| head_dim | rotary dim | new k/v | splits | norms apart (launches) | made by the kernel |"
-           " made, merge kernel | rows as given |\n|---:|---:|---|---:|---:|---:|---:|---:|\n");
+           " made, merge kernel | made, early reads | rows as given |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
     for (int hd : {256, 512})
         for (int kv = 1; kv >= 0; kv--) {
             const int rd = hd >= 512 ? hd / 4 : hd, half = rd / 2, N = (Hq + 2) * hd;
@@ -2348,12 +2350,13 @@ static void attn_lab()
             CK(gcuda_attn_decode_plan(&a, &E));
             CK(gcuda_attn_decode_plan(&a1, &E));
             a.ws = dalloc(a.ws_bytes), a1.ws = dalloc(a1.ws_bytes);
-            double us[4];
-            for (int u = 0; u < 4; u++)
+            double us[5];
+            for (int u = 0; u < 5; u++)
                 us[u] = graph_us([&](int, gcuda_stream st) {
                     CK(gcuda_gemv_rows(dt, x, w, raw, K, N, st, &E));
-                    const int v = u == 3 ? 1 : u; /* 3: 1 with the merge kernel */
+                    const int v = u >= 3 ? 1 : u; /* 3: 1 with the merge kernel, 4: 1 with the early reads */
                     gcuda_attn_decode_args t = u == 3 ? a1 : a;
+                    t.early = u == 4;
                     t.q = v == 0 ? qr : q0;
                     if (kv) t.k_new = v == 0 ? kr : k0, t.v_new = v == 0 ? vn : v0;
                     if (v == 0) {
@@ -2368,8 +2371,9 @@ static void attn_lab()
                     CK(gcuda_attn_decode(&t, st, &E));
                 }, 20, 7);
             const int k1 = a.merge == 2 ? 1 : 2; /* launches of the attention itself */
-            printf("| %d | %d | %s | %d | %.2f (%d) | %.2f (%d) | %.2f (3) | %.2f (%d) |\n", hd, rd, kv ? "yes" : "no",
-                   a.num_splits, us[0], (kv ? 3 : 2) + k1, us[1], 1 + k1, us[3], us[2], 1 + k1);
+            printf("| %d | %d | %s | %d | %.2f (%d) | %.2f (%d) | %.2f (3) | %.2f (%d) | %.2f (%d) |\n", hd, rd,
+                   kv ? "yes" : "no", a.num_splits, us[0], (kv ? 3 : 2) + k1, us[1], 1 + k1, us[3], us[4], 1 + k1,
+                   us[2], 1 + k1);
             release_all();
         }
 }
@@ -2666,8 +2670,10 @@ int main(int argc, char **argv)
         ac.push_back({1, 16, 1, 128, 300, {300}, -1, 0, 0, 0});
         ac.push_back({2, 8, 1, 512, 200, {200, 65}, 100, 0, 0, 2});
         for (g_attn_impl = 0; g_attn_impl <= (dt == GRAFT_DTYPE_FLOAT ? 0 : 2); g_attn_impl += 2)
-        for (g_attn_merge = 1; g_attn_merge <= (g_attn_impl == 2 ? 2 : 1); g_attn_merge++)
+        /* the tensor-core kernel: each merge, with and without the early reads (quick: two of the four) */
+        for (int cfg = 0; cfg < (g_attn_impl == 2 ? 4 : 1); cfg += quick && g_attn_impl == 2 ? 3 : 1)
         for (auto &c : ac) {
+            g_attn_merge = 1 + (cfg & 1), g_attn_early = cfg >> 1;
             if (quick && c.max_seq > 256) {
                 attn_case s = c; /* sanitizer runs: short sequences */
                 s.max_seq = 256;
