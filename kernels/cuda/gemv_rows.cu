@@ -31,6 +31,26 @@ static_assert(GOPS_FUSE_LEAVES <= 16, "rows_set.modes holds 2 bits a leaf");
 static_assert(GCUDA_CHAIN_PRO_MAX_K == GO_ROW_EPT * 256, "a chain prologue's row is held in registers");
 #define ROWS_UNROLL 4 /* 16-byte loads in flight per thread (the H200 kernel lab: 4 beat 8 and 16 on E2B's shapes) */
 
+/* A norm-headed chain over a 2-byte row as rows_norm_compact runs it
+ * (rows_compact_plan decides on the host that it applies): up to 3
+ * instructions, each add, subtract or multiply by a leaf of the row's type
+ * laid out as the output or holding one value, each rounded to the row's
+ * type or not at all (fp32). */
+#define RC_MAX 3
+typedef struct rows_compact {
+    unsigned char n;            /* instructions */
+    unsigned char op[RC_MAX];   /* RC_ADD r + leaf, RC_SUB r - leaf, RC_RSUB leaf - r, RC_MUL r * leaf */
+    unsigned char leaf[RC_MAX]; /* the instruction's leaf */
+    unsigned char fl[RC_MAX];   /* RC_ONE: the leaf holds one value (else laid out as the row); RC_RT: rounded */
+    unsigned char norm_rt;      /* the norm's output rounded to the row's type (else fp32) */
+} rows_compact;
+#define RC_ADD 0
+#define RC_SUB 1
+#define RC_RSUB 2
+#define RC_MUL 3
+#define RC_ONE 1
+#define RC_RT 2
+
 typedef struct rows_set {
     const void *W[GCUDA_GEMV_MAX];
     void *y[GCUDA_GEMV_MAX];
@@ -40,7 +60,9 @@ typedef struct rows_set {
     unsigned modes; /* EPI 1, 3: each leaf's layout against the output (go_chain_modes) */
     int y1_leaf;    /* EPI 3: the chain's leaf that is y[1] as the output lays it out, or -1 */
     int l2ef;       /* the weights evict first from L2 (rows_policy; GRAFT_CUDA_L2EF=0: not) */
-    int v8;         /* EPI 2: a 2-byte row by go_norm_chain_row_v8 where it applies (GRAFT_CUDA_ROWS_V8=0: not) */
+    int v8;         /* EPI 2: a 2-byte row by go_norm_chain_row_v8 where it applies (GRAFT_CUDA_ROWS_V8=0: not);
+                     * 2: by rows_norm_compact (rows_compact_plan; GRAFT_CUDA_ROWS_V8=2) */
+    rows_compact cc; /* v8 2: the chain as rows_norm_compact runs it */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once); ef: with
@@ -272,6 +294,105 @@ __device__ __forceinline__ void rows_chain_row(const rows_set &set, const gops_f
     go_st(tail.y, tail.y_dtype, r, go_chain_modes<int>(tail, gc_f(y0), r, set.modes, EPI == 3 ? set.y1_leaf : -1, y1));
 }
 
+/* The last block's row when rows_compact_plan found it fits set.cc (v8 2):
+ * go_norm_chain_row_v8's arithmetic in the same order (8 contiguous
+ * elements a thread, every operand loaded before the norm's block sum),
+ * with the chain's shape decided on the host: no instruction loop, op
+ * switch or layout and dtype checks on the device, a few hundred
+ * instructions where the general row compiles to thousands (the last
+ * block's code runs once a launch, from a cold instruction cache). Adds,
+ * subtracts and multiplies round to nearest without contraction, as the
+ * unfused nodes compute them. */
+template <typename T>
+__device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gops_fuse &f, float *scratch)
+{
+    const rows_compact &cc = set.cc;
+    const int dim = (int)f.norm_dim, c = 8 * (int)threadIdx.x;
+    const bool on = c < dim;
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    uint4 xv = z, gv = z, lv[RC_MAX], sx = z, sb = z, sg = z;
+    float ls[RC_MAX];
+#pragma unroll
+    for (int j = 0; j < RC_MAX; j++) {
+        lv[j] = z, ls[j] = 0.0f;
+        if (!on || j >= cc.n) continue;
+        const void *lp = f.leaf[cc.leaf[j]];
+        if (cc.fl[j] & RC_ONE) ls[j] = gc_f(((const T *)lp)[0]);
+        else lv[j] = go_ld8<T>(lp, c);
+    }
+    if (on) {
+        xv = go_ld8<T, true>(f.leaf[0], c);
+        if (f.gamma) gv = go_ld8<T>(f.gamma, c);
+        if (f.sk_y) {
+            sx = go_ld8<T>(f.sk_x, c);
+            sg = go_ld8<T>(f.sk_gamma, c);
+            if (f.sk_bias) sb = go_ld8<T>(f.sk_bias, c);
+        }
+    }
+    float v[8], g[8], ss = 0.0f;
+    gc_unpack<T>(xv, v);
+    gc_unpack<T>(gv, g);
+#pragma unroll
+    for (int e = 0; e < 8; e++) ss += v[e] * v[e];
+    ss = gc_block_sum(ss, scratch);
+    const float q = ss / (float)dim + f.eps, inv = rsqrtf(q), sq = sqrtf(q);
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const float t = f.norm_div ? v[e] / sq : v[e] * inv * (f.gamma ? g[e] : 1.0f);
+        v[e] = cc.norm_rt ? gc_f(gc_to<T>(t)) : t;
+    }
+#pragma unroll
+    for (int j = 0; j < RC_MAX; j++) { /* each branch uniform over the block: one of the four runs */
+        if (j >= cc.n) break;
+        float o[8];
+        gc_unpack<T>(lv[j], o);
+        if (cc.fl[j] & RC_ONE)
+#pragma unroll
+            for (int e = 0; e < 8; e++) o[e] = ls[j];
+        switch (cc.op[j]) {
+        case RC_MUL:
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = __fmul_rn(v[e], o[e]);
+            break;
+        case RC_SUB:
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = __fsub_rn(v[e], o[e]);
+            break;
+        case RC_RSUB:
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = __fsub_rn(o[e], v[e]);
+            break;
+        default:
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], o[e]);
+        }
+        if (cc.fl[j] & RC_RT)
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = gc_f(gc_to<T>(v[e]));
+    }
+    if (on) go_st8<T>(f.y, c, v);
+    if (!f.sk_y) return;
+    /* the skip norm: t = round(c) + x (+ bias), as go_norm_chain_row_v8 */
+    float t[8], b[8];
+    gc_unpack<T>(sx, t);
+    gc_unpack<T>(sb, b);
+    gc_unpack<T>(sg, g);
+    ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        t[e] = on ? gc_f(gc_to<T>(v[e])) + t[e] : 0.0f;
+        if (f.sk_bias) t[e] += b[e];
+        ss += t[e] * t[e];
+    }
+    ss = gc_block_sum(ss, scratch);
+    const float inv2 = rsqrtf(ss / (float)dim + f.sk_eps);
+    if (!on) return;
+    if (f.sk_sum) go_st8<T>(f.sk_sum, c, t);
+#pragma unroll
+    for (int e = 0; e < 8; e++) t[e] = t[e] * inv2 * g[e];
+    go_st8<T>(f.sk_y, c, t);
+}
+
 /* EPI 2: the last block of the grid to end runs the norm-headed chain over
  * the whole output (and the skip norm after it, sk_y), then resets the
  * counter. All threads call it. */
@@ -281,7 +402,8 @@ __device__ __forceinline__ void rows_last_block(const rows_set &set, const gops_
     __shared__ float scratch[32];
     if (!gc_last_block(counter, gridDim.x)) return;
     if constexpr (sizeof(T) == 2) {
-        if (set.v8 && go_norm_v8_ok<T>(tail)) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch);
+        if (set.v8 == 2) rows_norm_compact<T>(set, tail, scratch);
+        else if (set.v8 && go_norm_v8_ok<T>(tail)) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch);
         else go_norm_chain_row<int, true>(tail, 0, scratch);
     } else {
         go_norm_chain_row<int, true>(tail, 0, scratch);
@@ -685,6 +807,38 @@ static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, int s
  * outputs then tail (which reads the first's y as leaf 0 and may read the
  * second's) per element. pro: x is the RMSNorm of pro->x (+ skip + bias),
  * computed by each block (the norm node only shapes its output). */
+/* Whether rows_norm_compact runs norm-headed chain f over a row of dtype
+ * (2 bytes) by ROWS_THREADS threads, 8 elements each; cc: its shape. */
+static bool rows_compact_plan(const gops_fuse &f, int dtype, rows_compact *cc)
+{
+    auto al = [](const void *p) { return ((uintptr_t)p & 15u) == 0; };
+    const int64_t dim = f.norm_dim;
+    if (gcuda_dtype_size(dtype) != 2 || f.leaf_dtype[0] != dtype || f.y_dtype != dtype || dim <= 0 || dim % 8 ||
+        dim > 8 * ROWS_THREADS || !al(f.leaf[0]) || !al(f.y) || (f.gamma && !al(f.gamma)) ||
+        (f.norm_dtype != dtype && f.norm_dtype != GRAFT_DTYPE_FLOAT) || f.n_ins > RC_MAX)
+        return false;
+    if (f.sk_y && !(al(f.sk_x) && al(f.sk_y) && al(f.sk_gamma) && (!f.sk_bias || al(f.sk_bias)) &&
+                    (!f.sk_sum || al(f.sk_sum))))
+        return false;
+    memset(cc, 0, sizeof *cc);
+    cc->n = (unsigned char)f.n_ins;
+    cc->norm_rt = f.norm_dtype == dtype;
+    for (int k = 0; k < f.n_ins; k++) {
+        const gops_fuse_ins &in = f.ins[k];
+        if (in.kind != GOPS_FUSE_BINARY || (in.op != GOPS_ADD && in.op != GOPS_SUB && in.op != GOPS_MUL) ||
+            (in.dtype != dtype && in.dtype != GRAFT_DTYPE_FLOAT) || in.leaf < 0 || in.leaf >= f.n_leaf ||
+            f.leaf_dtype[in.leaf] != dtype)
+            return false;
+        const int m = go_leaf_mode(f, in.leaf);
+        if (m == 0 || (m == 1 && !al(f.leaf[in.leaf]))) return false;
+        /* chain_b: the leaf is the left operand (add and multiply commute exactly) */
+        cc->op[k] = (unsigned char)(in.op == GOPS_MUL ? RC_MUL : in.op == GOPS_ADD ? RC_ADD : in.chain_b ? RC_RSUB : RC_SUB);
+        cc->leaf[k] = (unsigned char)in.leaf;
+        cc->fl[k] = (unsigned char)((m == 2 ? RC_ONE : 0) | (in.dtype == dtype ? RC_RT : 0));
+    }
+    return true;
+}
+
 static graft_status rows_run(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N, int n,
                              int64_t K, int unroll, const gops_fuse *tail, unsigned *counter, bool pair,
                              const gops_rows_norm *pro, const gops_fuse *pchain, gcuda_stream s, graft_error *err)
@@ -698,9 +852,13 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     rows_set set = {};
     set.n = n;
     static const int l2ef = gc_env_on("GRAFT_CUDA_L2EF"); /* the weights evict first from L2 (=0: loads as they default) */
-    static const int v8 = gc_env_on("GRAFT_CUDA_ROWS_V8");
+    static int v8 = -1; /* GRAFT_CUDA_ROWS_V8: unset 1, 0 the general row, 2 rows_norm_compact where it fits */
+    if (v8 < 0) {
+        const char *e = getenv("GRAFT_CUDA_ROWS_V8");
+        v8 = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "2") ? 2 : 1;
+    }
     set.l2ef = l2ef;
-    set.v8 = v8;
+    set.v8 = v8 == 2 ? 1 : v8; /* 2 where the tail fits it, below */
     int64_t rows = 0;
     int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain, then an RMSNorm */
     if (pchain) {
@@ -754,6 +912,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
                               "after %d matrices of %lld rows", (long long)numel, (long long)tail->norm_dim, n,
                               (long long)rows);
         epi = pair ? 3 : tail->norm_dim ? 2 : 1;
+        if (epi == 2 && v8 == 2 && rows_compact_plan(*tail, dtype, &set.cc)) set.v8 = 2;
         /* each leaf's layout (go_chain_modes); the pair's second output as a leaf: y[1] itself as the output
          * lays it out, of its dtype (its value is the one the thread stored) */
         set.modes = go_leaf_modes(*tail);
