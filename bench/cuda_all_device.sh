@@ -15,7 +15,8 @@
 #   also "epi" (after kernels): the kernel lab's fused-GEMV tables (and the per-layer-input pair's:
 #   two launches against gemv_seq.cu's one) under each of EPI_SWITCHES; also "attn" (after epi): the
 #   attention lab (test_kernels --attn: a layer's attention after its q/k/v GEMV at 160 keys, its norms in
-#   launches of their own against made by the kernel) under each of ATTN_SWITCHES;
+#   launches of their own against made by the kernel) under each of ATTN_SWITCHES; also "icache" (after attn):
+#   test_kernels --icache, what a launch pays for code the SM has not run lately;
 #   also "ncu" (after profile): Nsight Compute's launch, warp-state and instruction sections for the
 #   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size;
 #   and "abpack": with AB_PACK=DIR (another prepare's .devcarry-all, moved aside and carried too), E2B
@@ -98,6 +99,10 @@ if has attn; then
         step "test_kernels --attn with $v"
         env ${v//,/ } timeout 60 $TK --attn 2>&1 | tee "$OUT/attn.$v.log" | grep -E "^\|"
     done
+fi
+if has icache; then
+    step "test_kernels --icache: what cold code costs a launch"
+    timeout 60 $TK --icache 2>&1 | tee "$OUT/icache.log" | grep -E "^\|"
 fi
 if has skeleton; then
     step "the E2B step's GEMVs chained in a CUDA graph (test_kernels --skeleton)"

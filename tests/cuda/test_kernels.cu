@@ -2392,6 +2392,60 @@ static void attn_lab()
         }
 }
 
+/* test_kernels --icache: what a kernel's cold code costs. ic_kernel<N,
+ * TAG> is N fused multiply-adds in 8 independent chains (N
+ * instructions, 16 bytes each), 4 warps a block, no memory traffic but
+ * one conditional store; TAG makes a second copy of the same size. 20
+ * launches in a graph: one block each, the same kernel every launch (its
+ * code stays in the SM's instruction caches), or two copies alternating
+ * (each launch's code was pushed out by the other where both do not fit),
+ * and a block on every SM. The difference is the instruction fetches a
+ * GEMV's last block or an attention split (code run once a launch) pays. */
+template <int N, int TAG> __global__ void __launch_bounds__(128) ic_kernel(float *out, float a)
+{
+    float x[8], c[8]; /* the addends in registers: no constant-bank operands */
+#pragma unroll
+    for (int k = 0; k < 8; k++) x[k] = (float)(threadIdx.x + k + TAG), c[k] = a * (float)(k + 1);
+#pragma unroll
+    for (int i = 0; i < N / 8; i++)
+#pragma unroll
+        for (int k = 0; k < 8; k++) x[k] = fmaf(x[k], a, c[k]);
+    float t = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) t += x[k];
+    if (t == 12345.0f) out[threadIdx.x] = t; /* keeps the chains live */
+}
+
+template <int N> static void icache_row(float *out, int sms)
+{
+    double us[4];
+    for (int v = 0; v < 4; v++)
+        us[v] = graph_us([&](int i, gcuda_stream st) {
+            const unsigned blocks = v >= 2 ? (unsigned)sms : 1u;
+            cudaStream_t s = (cudaStream_t)st;
+            if (v % 2 == 1 && i % 2) ic_kernel<N, 1><<<blocks, 128, 0, s>>>(out, 0.999f);
+            else ic_kernel<N, 0><<<blocks, 128, 0, s>>>(out, 0.999f);
+        }, 20, 7);
+    printf("| %d | %d | %.2f | %.2f | %.2f | %.2f |\n", N, N * 16 / 1024, us[0], us[1], us[2], us[3]);
+}
+
+static void icache_lab()
+{
+    gcuda_device_info info;
+    CK(gcuda_device_info_get(&info, &E));
+    const int sms = info.sm_count;
+    float *out = (float *)dalloc(128 * sizeof(float));
+    printf("\ncold code: N fused multiply-adds in a row (N x 16 bytes of code), us a launch, 20 in a graph:\n");
+    printf("| N | KB | one block, one kernel | one block, two alternating | a block an SM, one kernel |"
+           " a block an SM, two alternating |\n|---:|---:|---:|---:|---:|---:|\n");
+    icache_row<256>(out, sms);
+    icache_row<1024>(out, sms);
+    icache_row<2048>(out, sms);
+    icache_row<4096>(out, sms);
+    icache_row<8192>(out, sms);
+    release_all();
+}
+
 static void epi_lab(double copy_gbs)
 {
     const int dt = GRAFT_DTYPE_FLOAT16;
@@ -2560,7 +2614,7 @@ static void epi_lab(double copy_gbs)
 
 int main(int argc, char **argv)
 {
-    bool quick = false, skel = false, epi = false, attn = false;
+    bool quick = false, skel = false, epi = false, attn = false, icache = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             quick = true;
@@ -2570,8 +2624,10 @@ int main(int argc, char **argv)
             epi = true;
         } else if (!strcmp(argv[i], "--attn")) {
             attn = true;
+        } else if (!strcmp(argv[i], "--icache")) {
+            icache = true;
         } else {
-            fprintf(stderr, "usage: %s [--quick | --skeleton | --epi | --attn]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick | --skeleton | --epi | --attn | --icache]\n", argv[0]);
             return 2;
         }
     }
@@ -2585,7 +2641,9 @@ int main(int argc, char **argv)
     printf("device: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %.0f MiB, smem/block %zu KiB\n", info.name, info.cc_major,
            info.cc_minor, info.sm_count, info.global_bytes / 1073741824.0, info.l2_bytes / 1048576.0,
            info.smem_optin_bytes / 1024);
-    if (skel || epi || attn) { /* only the E2B step skeleton, the fused GEMV variants, the attention: no checks */
+    if (skel || epi || attn || icache) { /* only the labs (the E2B step skeleton, the fused GEMV variants, the
+                                          * attention, cold code): no checks */
+        if (icache) icache_lab();
         if (attn) attn_lab();
         if (skel || epi) {
             double cr = copy_rate();
