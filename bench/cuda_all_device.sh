@@ -22,7 +22,8 @@
 #   and "abpack": with AB_PACK=DIR (another prepare's .devcarry-all, moved aside and carried too), E2B
 #   decode and the kernel lab's fused-GEMV table (test_kernels --epi) of that build against this one,
 #   alternately (only runs within one call compare: machines differ by 10-20%).
-# DEADLINE_S (default 570): no step starts that cannot finish before it.
+# DEADLINE_S (default 570): no step starts that cannot finish before it. NSYS_ENV="A=1 B=2": the
+# settings of the nsys step's traced runs.
 # E2B_DIMS=small: the E2B pipeline at the tiny fixture's size (seconds to generate: the kernel
 # sequence of a step, not its timings).
 set -u
@@ -223,21 +224,23 @@ if has nsys && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 90 ]; then
     # machine has it, else the CUPTI tracer of tools/cupti_trace.sh (carry build/cupti)
     NSYS=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null | head -1)
     BENCH=(.devcarry-rt/graft bench /tmp/e2b/export --device cuda --prompt-tokens 128 --new-tokens 64)
+    # NSYS_ENV="A=1 B=2": the traced runs' settings (default: the defaults)
+    read -r -a NENV <<<"${NSYS_ENV:-GRAFT_CUDA_NONE=1}"
     if [ -n "$NSYS" ]; then
         step "nsys: kernels of 64 decode steps"
-        env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib timeout 120 "$NSYS" profile -o /tmp/e2b-nsys --force-overwrite true \
+        env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib "${NENV[@]}" timeout 120 "$NSYS" profile -o /tmp/e2b-nsys --force-overwrite true \
             --trace cuda --cuda-graph-trace node "${BENCH[@]}" >"$OUT/nsys.log" 2>&1
         timeout 120 "$NSYS" stats --report cuda_gpu_trace --format csv /tmp/e2b-nsys.nsys-rep >"$OUT/trace.csv" 2>/dev/null
     elif [ -f build/cupti/libcupti_trace.so ]; then
         step "CUPTI trace: kernels of 64 decode steps"
         # env after timeout: only graft gets the tracer (timeout's own exit would write an empty trace)
-        timeout 120 env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib CUPTI_TRACE_OUT=/tmp/trace-raw.csv \
+        timeout 120 env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib "${NENV[@]}" CUPTI_TRACE_OUT=/tmp/trace-raw.csv \
             LD_PRELOAD=$PWD/build/cupti/libcupti_trace.so "${BENCH[@]}" >"$OUT/cupti.log" 2>&1
         tail -3 "$OUT/cupti.log"
         if command -v c++filt >/dev/null; then c++filt </tmp/trace-raw.csv >"$OUT/trace.csv"; else cp /tmp/trace-raw.csv "$OUT/trace.csv"; fi
         # without programmatic launches a kernel's duration is its own (not its wait for the one before)
         if [ "$(left)" -gt 100 ]; then
-            timeout 120 env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib CUPTI_TRACE_OUT=/tmp/trace-raw0.csv GRAFT_CUDA_PDL=0 \
+            timeout 120 env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib "${NENV[@]}" CUPTI_TRACE_OUT=/tmp/trace-raw0.csv GRAFT_CUDA_PDL=0 \
                 LD_PRELOAD=$PWD/build/cupti/libcupti_trace.so "${BENCH[@]}" >"$OUT/cupti0.log" 2>&1
             if command -v c++filt >/dev/null; then c++filt </tmp/trace-raw0.csv >"$OUT/trace0.csv"; else cp /tmp/trace-raw0.csv "$OUT/trace0.csv"; fi
             echo "--- the same with GRAFT_CUDA_PDL=0 (each kernel's own duration):"

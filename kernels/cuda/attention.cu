@@ -916,27 +916,8 @@ template <typename T, int D> static int attn_cluster_fits(int cs)
     void (*kern)(attn_params) = attn_mma_kernel<T, D>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         (void)cudaGetLastError();
-    for (int c = cs; c >= 1 && !best; c = c > 8 ? 8 : c - 1) {
-        if (c > 8 && cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-            (void)cudaGetLastError();
-            continue;
-        }
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = (unsigned)c, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)c);
-        cfg.blockDim = dim3(AM_THREADS);
-        cfg.dynamicSmemBytes = smem;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        int n = 0;
-        if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
-            (void)cudaGetLastError();
-            continue;
-        }
-        if (n >= 1) best = c;
-    }
+    for (int c = cs; c >= 1 && !best; c = c > 8 ? 8 : c - 1)
+        if (gc_cluster_fits(kern, c, AM_THREADS, smem)) best = c;
     asked[cs] = true;
     return memo[cs] = best;
 }

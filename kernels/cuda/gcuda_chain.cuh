@@ -411,6 +411,70 @@ template <typename T> __device__ __forceinline__ void go_st8(void *p, int64_t i,
     *reinterpret_cast<uint4 *>((T *)p + i) = o.u;
 }
 
+/* The start of a 2-byte norm-headed row held 8 elements a thread from
+ * element at (c: the thread's first element, on: c < norm_dim): leaf 0
+ * (CG: written by other blocks of this grid), gamma and the skip norm's x,
+ * bias and gamma words (sx, sb, sg; zero where not used) loaded at once,
+ * after whatever the caller has put in flight, then v = the row's RMSNorm
+ * (times gamma, or over sqrt(mean + eps) with norm_div), not yet rounded.
+ * All threads call it (a block sum). */
+template <typename T, typename I, bool CG>
+__device__ __forceinline__ void go_row8_norm(const gops_fuse &f, I at, int c, bool on, float *v, uint4 &sx, uint4 &sb,
+                                             uint4 &sg, float *scratch)
+{
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    uint4 xv = z, gv = z;
+    sx = sb = sg = z;
+    if (on) {
+        xv = go_ld8<T, CG>(f.leaf[0], at);
+        if (f.gamma) gv = go_ld8<T>(f.gamma, c);
+        if (f.sk_y) {
+            sx = go_ld8<T>(f.sk_x, at);
+            sg = go_ld8<T>(f.sk_gamma, c);
+            if (f.sk_bias) sb = go_ld8<T>(f.sk_bias, c);
+        }
+    }
+    float g[8], ss = 0.0f;
+    gc_unpack<T>(xv, v);
+    gc_unpack<T>(gv, g);
+#pragma unroll
+    for (int e = 0; e < 8; e++) ss += v[e] * v[e];
+    ss = gc_block_sum(ss, scratch);
+    const float q = ss / (float)(int)f.norm_dim + f.eps, inv = rsqrtf(q), sq = sqrtf(q);
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] = f.norm_div ? v[e] / sq : v[e] * inv * (f.gamma ? g[e] : 1.0f);
+}
+
+/* The end of a 2-byte norm-headed row held 8 elements a thread from
+ * element at (on: the thread holds elements of the row): the chain's
+ * values v stored, then the skip norm after them (f.sk_y) from its x, bias
+ * and gamma words sx, sb, sg, loaded before the norm's block sum: t =
+ * round(c) + x (+ bias), as go_norm_chain_row_ept. All threads call it. */
+template <typename T, typename I>
+__device__ __forceinline__ void go_row8_end(const gops_fuse &f, I at, bool on, const float *v, uint4 sx, uint4 sb,
+                                            uint4 sg, float *scratch)
+{
+    if (on) go_st8<T>(f.y, at, v);
+    if (!f.sk_y) return;
+    float t[8], b[8], g[8], ss = 0.0f;
+    gc_unpack<T>(sx, t);
+    gc_unpack<T>(sb, b);
+    gc_unpack<T>(sg, g);
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        t[e] = on ? go_round(go_dt<T>::v, v[e]) + t[e] : 0.0f;
+        if (f.sk_bias) t[e] += b[e];
+        ss += t[e] * t[e];
+    }
+    ss = gc_block_sum(ss, scratch);
+    const float inv2 = rsqrtf(ss / (float)(int)f.norm_dim + f.sk_eps);
+    if (!on) return;
+    if (f.sk_sum) go_st8<T>(f.sk_sum, at, t);
+#pragma unroll
+    for (int e = 0; e < 8; e++) t[e] = t[e] * inv2 * g[e];
+    go_st8<T>(f.sk_y, at, t);
+}
+
 template <typename T, typename I, bool CG>
 __device__ __forceinline__ void go_norm_chain_row_v8(const gops_fuse &f, I row, float *scratch)
 {
@@ -430,7 +494,7 @@ __device__ __forceinline__ void go_norm_chain_row_v8(const gops_fuse &f, I row, 
             j++;
         }
     const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-    uint4 xv = z, gv = z, lv[GO_V8_LEAVES], sx = z, sb = z, sg = z;
+    uint4 lv[GO_V8_LEAVES];
     float ls[GO_V8_LEAVES];
     bool lrow[GO_V8_LEAVES];
 #pragma unroll
@@ -442,25 +506,11 @@ __device__ __forceinline__ void go_norm_chain_row_v8(const gops_fuse &f, I row, 
         if (lrow[j]) lv[j] = go_ld8<T>(f.leaf[l], at);
         else ls[j] = go_ld(f.leaf[l], f.leaf_dtype[l], 0);
     }
-    if (on) {
-        xv = go_ld8<T, CG>(f.leaf[0], at);
-        if (f.gamma) gv = go_ld8<T>(f.gamma, c);
-        if (f.sk_y) {
-            sx = go_ld8<T>(f.sk_x, at);
-            sg = go_ld8<T>(f.sk_gamma, c);
-            if (f.sk_bias) sb = go_ld8<T>(f.sk_bias, c);
-        }
-    }
-    float v[8], g[8], ss = 0.0f;
-    gc_unpack<T>(xv, v);
-    gc_unpack<T>(gv, g);
+    float v[8];
+    uint4 sx, sb, sg;
+    go_row8_norm<T, I, CG>(f, at, c, on, v, sx, sb, sg, scratch);
 #pragma unroll
-    for (int e = 0; e < 8; e++) ss += v[e] * v[e];
-    ss = gc_block_sum(ss, scratch);
-    const float q = ss / (float)dim + f.eps, inv = rsqrtf(q), sq = sqrtf(q);
-#pragma unroll
-    for (int e = 0; e < 8; e++)
-        v[e] = go_round(f.norm_dtype, f.norm_div ? v[e] / sq : v[e] * inv * (f.gamma ? g[e] : 1.0f));
+    for (int e = 0; e < 8; e++) v[e] = go_round(f.norm_dtype, v[e]);
     for (int k = 0, j = 0; k < f.n_ins; k++) {
         const gops_fuse_ins in = f.ins[k];
         float o[8];
@@ -475,27 +525,7 @@ __device__ __forceinline__ void go_norm_chain_row_v8(const gops_fuse &f, I row, 
         }
         go_ins_ept<8>(in, v, o);
     }
-    if (on) go_st8<T>(f.y, at, v);
-    if (!f.sk_y) return;
-    /* the skip norm: t = round(c) + x (+ bias), as go_norm_chain_row_ept */
-    float t[8], b[8];
-    gc_unpack<T>(sx, t);
-    gc_unpack<T>(sb, b);
-    gc_unpack<T>(sg, g);
-    ss = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        t[e] = on ? go_round(go_dt<T>::v, v[e]) + t[e] : 0.0f;
-        if (f.sk_bias) t[e] += b[e];
-        ss += t[e] * t[e];
-    }
-    ss = gc_block_sum(ss, scratch);
-    const float inv2 = rsqrtf(ss / (float)dim + f.sk_eps);
-    if (!on) return;
-    if (f.sk_sum) go_st8<T>(f.sk_sum, at, t);
-#pragma unroll
-    for (int e = 0; e < 8; e++) t[e] = t[e] * inv2 * g[e];
-    go_st8<T>(f.sk_y, at, t);
+    go_row8_end<T, I>(f, at, on, v, sx, sb, sg, scratch);
 }
 
 /* One row of an RMSNorm-headed chain: leaf 0's elements [row, row +

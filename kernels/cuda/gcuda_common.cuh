@@ -127,6 +127,33 @@ static inline void gc_launch(bool pdl, void (*k)(KA...), dim3 g, dim3 b, size_t 
     (void)cudaLaunchKernelEx(&cfg, k, args...);
 }
 
+/* Whether the device runs a cluster of c blocks of kernel k (threads a
+ * block, smem bytes of dynamic shared memory, already allowed) at once;
+ * past 8 blocks it allows non-portable clusters first. Errors are
+ * cleared and answer false. */
+template <typename... KA> static inline bool gc_cluster_fits(void (*k)(KA...), int c, int threads, size_t smem)
+{
+    if (c > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)c, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)c);
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return n >= 1;
+}
+
 /* The copy engine (sm_90): 1-D cp.async.bulk copies from global into shared
  * memory, each completing on an mbarrier (arrival count 1: the thread that
  * sets the bytes to expect). Addresses are shared-window offsets

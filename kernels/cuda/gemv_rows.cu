@@ -310,7 +310,7 @@ __device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gop
     const int dim = (int)f.norm_dim, c = 8 * (int)threadIdx.x;
     const bool on = c < dim;
     const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-    uint4 xv = z, gv = z, lv[RC_MAX], sx = z, sb = z, sg = z;
+    uint4 lv[RC_MAX];
     float ls[RC_MAX];
 #pragma unroll
     for (int j = 0; j < RC_MAX; j++) {
@@ -320,27 +320,12 @@ __device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gop
         if (cc.fl[j] & RC_ONE) ls[j] = gc_f(((const T *)lp)[0]);
         else lv[j] = go_ld8<T>(lp, c);
     }
-    if (on) {
-        xv = go_ld8<T, true>(f.leaf[0], c);
-        if (f.gamma) gv = go_ld8<T>(f.gamma, c);
-        if (f.sk_y) {
-            sx = go_ld8<T>(f.sk_x, c);
-            sg = go_ld8<T>(f.sk_gamma, c);
-            if (f.sk_bias) sb = go_ld8<T>(f.sk_bias, c);
-        }
-    }
-    float v[8], g[8], ss = 0.0f;
-    gc_unpack<T>(xv, v);
-    gc_unpack<T>(gv, g);
+    float v[8];
+    uint4 sx, sb, sg;
+    go_row8_norm<T, int, true>(f, c, c, on, v, sx, sb, sg, scratch);
+    if (cc.norm_rt)
 #pragma unroll
-    for (int e = 0; e < 8; e++) ss += v[e] * v[e];
-    ss = gc_block_sum(ss, scratch);
-    const float q = ss / (float)dim + f.eps, inv = rsqrtf(q), sq = sqrtf(q);
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        const float t = f.norm_div ? v[e] / sq : v[e] * inv * (f.gamma ? g[e] : 1.0f);
-        v[e] = cc.norm_rt ? gc_f(gc_to<T>(t)) : t;
-    }
+        for (int e = 0; e < 8; e++) v[e] = gc_f(gc_to<T>(v[e]));
 #pragma unroll
     for (int j = 0; j < RC_MAX; j++) { /* each branch uniform over the block: one of the four runs */
         if (j >= cc.n) break;
@@ -370,27 +355,7 @@ __device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gop
 #pragma unroll
             for (int e = 0; e < 8; e++) v[e] = gc_f(gc_to<T>(v[e]));
     }
-    if (on) go_st8<T>(f.y, c, v);
-    if (!f.sk_y) return;
-    /* the skip norm: t = round(c) + x (+ bias), as go_norm_chain_row_v8 */
-    float t[8], b[8];
-    gc_unpack<T>(sx, t);
-    gc_unpack<T>(sb, b);
-    gc_unpack<T>(sg, g);
-    ss = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        t[e] = on ? gc_f(gc_to<T>(v[e])) + t[e] : 0.0f;
-        if (f.sk_bias) t[e] += b[e];
-        ss += t[e] * t[e];
-    }
-    ss = gc_block_sum(ss, scratch);
-    const float inv2 = rsqrtf(ss / (float)dim + f.sk_eps);
-    if (!on) return;
-    if (f.sk_sum) go_st8<T>(f.sk_sum, c, t);
-#pragma unroll
-    for (int e = 0; e < 8; e++) t[e] = t[e] * inv2 * g[e];
-    go_st8<T>(f.sk_y, c, t);
+    go_row8_end<T, int>(f, c, on, v, sx, sb, sg, scratch);
 }
 
 /* EPI 2: the last block of the grid to end runs the norm-headed chain over

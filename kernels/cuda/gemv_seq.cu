@@ -216,30 +216,14 @@ template <typename T> static int sq_blocks(int64_t K1, int64_t N1, int64_t N2, s
     int best = 0;
     for (int C = SQ_MAX_C; C >= 2 && !best; C /= 2) {
         if (!sq_geom(K1, N1, N2, C, p, smem)) continue;
-        if ((*smem > smem_set &&
-             cudaFuncSetAttribute(gemv_seq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)*smem) !=
-                 cudaSuccess) ||
-            (C > 8 && cudaFuncSetAttribute(gemv_seq_kernel<T>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-                          cudaSuccess)) {
+        if (*smem > smem_set &&
+            cudaFuncSetAttribute(gemv_seq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)*smem) !=
+                cudaSuccess) {
             (void)cudaGetLastError();
             continue;
         }
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = (unsigned)C, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)C);
-        cfg.blockDim = dim3(SQ_THREADS);
-        cfg.dynamicSmemBytes = *smem;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
         if (*smem > smem_set) smem_set = *smem;
-        int n = 0;
-        if (cudaOccupancyMaxActiveClusters(&n, gemv_seq_kernel<T>, &cfg) != cudaSuccess) {
-            (void)cudaGetLastError();
-            continue;
-        }
-        if (n >= 1) best = C;
+        if (gc_cluster_fits(gemv_seq_kernel<T>, C, SQ_THREADS, *smem)) best = C;
     }
     if (best) sq_geom(K1, N1, N2, best, p, smem);
     if (n_memo < 32) memo[n_memo].K1 = K1, memo[n_memo].N1 = N1, memo[n_memo].N2 = N2, memo[n_memo++].C = best;
