@@ -34,12 +34,12 @@ static_assert(GCUDA_CHAIN_PRO_MAX_K == GO_ROW_EPT * 256, "a chain prologue's row
 /* A norm-headed chain over a 2-byte row as rows_norm_compact runs it
  * (rows_compact_plan decides on the host that it applies): up to 3
  * instructions, each add, subtract or multiply by a leaf of the row's type
- * laid out as the output or holding one value, each rounded to the row's
- * type or not at all (fp32). */
+ * laid out as the output or holding one value, or a cast, each rounded to
+ * the row's type or not at all (fp32). */
 #define RC_MAX 3
 typedef struct rows_compact {
     unsigned char n;            /* instructions */
-    unsigned char op[RC_MAX];   /* RC_ADD r + leaf, RC_SUB r - leaf, RC_RSUB leaf - r, RC_MUL r * leaf */
+    unsigned char op[RC_MAX];   /* RC_ADD r + leaf, RC_SUB r - leaf, RC_RSUB leaf - r, RC_MUL r * leaf, RC_NOP */
     unsigned char leaf[RC_MAX]; /* the instruction's leaf */
     unsigned char fl[RC_MAX];   /* RC_ONE: the leaf holds one value (else laid out as the row); RC_RT: rounded */
     unsigned char norm_rt;      /* the norm's output rounded to the row's type (else fp32) */
@@ -48,6 +48,7 @@ typedef struct rows_compact {
 #define RC_SUB 1
 #define RC_RSUB 2
 #define RC_MUL 3
+#define RC_NOP 4 /* a cast: the rounding alone */
 #define RC_ONE 1
 #define RC_RT 2
 
@@ -298,9 +299,10 @@ __device__ __forceinline__ void rows_chain_row(const rows_set &set, const gops_f
  * go_norm_chain_row_v8's arithmetic in the same order (8 contiguous
  * elements a thread, every operand loaded before the norm's block sum),
  * with the chain's shape decided on the host: no instruction loop, op
- * switch or layout and dtype checks on the device, a few hundred
- * instructions where the general row compiles to thousands (the last
- * block's code runs once a launch, from a cold instruction cache). Adds,
+ * switch or layout and dtype checks on the device, about 13 KB of code
+ * where go_norm_chain_row_v8 compiles to about 43 KB and the general row
+ * to about 150 KB (tools/cubin_sizes.py; the last block's code runs once a
+ * launch, from a cold instruction cache). Adds,
  * subtracts and multiplies round to nearest without contraction, as the
  * unfused nodes compute them. */
 template <typename T>
@@ -315,7 +317,7 @@ __device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gop
 #pragma unroll
     for (int j = 0; j < RC_MAX; j++) {
         lv[j] = z, ls[j] = 0.0f;
-        if (!on || j >= cc.n) continue;
+        if (!on || j >= cc.n || cc.op[j] == RC_NOP) continue;
         const void *lp = f.leaf[cc.leaf[j]];
         if (cc.fl[j] & RC_ONE) ls[j] = gc_f(((const T *)lp)[0]);
         else lv[j] = go_ld8<T>(lp, c);
@@ -327,7 +329,7 @@ __device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gop
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = gc_f(gc_to<T>(v[e]));
 #pragma unroll
-    for (int j = 0; j < RC_MAX; j++) { /* each branch uniform over the block: one of the four runs */
+    for (int j = 0; j < RC_MAX; j++) { /* each branch uniform over the block: one case runs */
         if (j >= cc.n) break;
         float o[8];
         gc_unpack<T>(lv[j], o);
@@ -347,6 +349,7 @@ __device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gop
 #pragma unroll
             for (int e = 0; e < 8; e++) v[e] = __fsub_rn(o[e], v[e]);
             break;
+        case RC_NOP: break;
         default:
 #pragma unroll
             for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], o[e]);
@@ -768,10 +771,6 @@ static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, int s
     }
 }
 
-/* pair: two matrices of N rows, row r of both by one thread group, their
- * outputs then tail (which reads the first's y as leaf 0 and may read the
- * second's) per element. pro: x is the RMSNorm of pro->x (+ skip + bias),
- * computed by each block (the norm node only shapes its output). */
 /* Whether rows_norm_compact runs norm-headed chain f over a row of dtype
  * (2 bytes) by ROWS_THREADS threads, 8 elements each; cc: its shape. */
 static bool rows_compact_plan(const gops_fuse &f, int dtype, rows_compact *cc)
@@ -790,6 +789,12 @@ static bool rows_compact_plan(const gops_fuse &f, int dtype, rows_compact *cc)
     cc->norm_rt = f.norm_dtype == dtype;
     for (int k = 0; k < f.n_ins; k++) {
         const gops_fuse_ins &in = f.ins[k];
+        if (in.kind == GOPS_FUSE_CAST) { /* as go_chain_at: the rounding to its type */
+            if (in.dtype != dtype && in.dtype != GRAFT_DTYPE_FLOAT) return false;
+            cc->op[k] = RC_NOP;
+            cc->fl[k] = (unsigned char)(in.dtype == dtype ? RC_RT : 0);
+            continue;
+        }
         if (in.kind != GOPS_FUSE_BINARY || (in.op != GOPS_ADD && in.op != GOPS_SUB && in.op != GOPS_MUL) ||
             (in.dtype != dtype && in.dtype != GRAFT_DTYPE_FLOAT) || in.leaf < 0 || in.leaf >= f.n_leaf ||
             f.leaf_dtype[in.leaf] != dtype)
@@ -804,6 +809,10 @@ static bool rows_compact_plan(const gops_fuse &f, int dtype, rows_compact *cc)
     return true;
 }
 
+/* pair: two matrices of N rows, row r of both by one thread group, their
+ * outputs then tail (which reads the first's y as leaf 0 and may read the
+ * second's) per element. pro: x is the RMSNorm of pro->x (+ skip + bias),
+ * computed by each block (the norm node only shapes its output). */
 static graft_status rows_run(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N, int n,
                              int64_t K, int unroll, const gops_fuse *tail, unsigned *counter, bool pair,
                              const gops_rows_norm *pro, const gops_fuse *pchain, gcuda_stream s, graft_error *err)

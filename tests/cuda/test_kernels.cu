@@ -1154,19 +1154,27 @@ static void test_gemv_tail(int dt, int K, int N)
                   ddown(dt, f.y, N), ref);
         }
     }
-    { /* RMSNorm(y) * gamma, then r2 - . (the leaf on the left) kept in fp32, then . - r rounded: both operand
-       * orders of a subtraction, an instruction without rounding (GRAFT_CUDA_ROWS_V8=2's compact row takes them) */
+    { /* RMSNorm(y) * gamma, then r2 - . (the leaf on the left) kept in fp32, . - r rounded, then r2 - . in fp32
+       * and a cast: both operand orders of a subtraction, instructions without rounding, a cast
+       * (GRAFT_CUDA_ROWS_V8=2's compact row takes them all) */
         auto g = rnd(dt, N, 0.5f, 1.5f), rr = rnd(dt, N), r2 = rnd(dt, N);
-        base(2);
-        int lg = leaf(g, false), lr = leaf(rr, false), l2 = leaf(r2, false);
-        f.norm_dim = N, f.gamma = f.leaf[lg], f.eps = 1e-6f, f.norm_dtype = dt;
-        f.ins[0] = {GOPS_FUSE_BINARY, GOPS_SUB, l2, 1, GRAFT_DTYPE_FLOAT, 0, 0};
-        f.ins[1] = {GOPS_FUSE_BINARY, GOPS_SUB, lr, 0, dt, 0, 0};
-        auto nv = normed(g);
-        for (int r = 0; r < N; r++) ref[r] = round_to(dt, (r2[r] - nv[r]) - rr[r]);
-        f.y = dpoisoned(dt, N);
-        CK(gcuda_gemv_rows_tail(dt, dx, dw, dy, K, N, &f, counter, NULL, &E));
-        check("gemv rows + rmsnorm, leaf-sub (fp32), sub", fmt("K%d N%d", K, N), dt, ddown(dt, f.y, N), ref);
+        for (int cast = 0; cast < 2; cast++) {
+            base(cast ? 3 : 2);
+            int lg = leaf(g, false), lr = leaf(rr, false), l2 = leaf(r2, false);
+            f.norm_dim = N, f.gamma = f.leaf[lg], f.eps = 1e-6f, f.norm_dtype = dt;
+            f.ins[0] = {GOPS_FUSE_BINARY, GOPS_SUB, l2, 1, GRAFT_DTYPE_FLOAT, 0, 0};
+            f.ins[1] = {GOPS_FUSE_BINARY, GOPS_SUB, lr, 0, dt, 0, 0};
+            if (cast) {
+                f.ins[1].dtype = GRAFT_DTYPE_FLOAT;
+                f.ins[2] = {GOPS_FUSE_CAST, 0, 0, 0, dt, 0, 0};
+            }
+            auto nv = normed(g);
+            for (int r = 0; r < N; r++) ref[r] = round_to(dt, (r2[r] - nv[r]) - rr[r]);
+            f.y = dpoisoned(dt, N);
+            CK(gcuda_gemv_rows_tail(dt, dx, dw, dy, K, N, &f, counter, NULL, &E));
+            check(cast ? "gemv rows + rmsnorm, leaf-sub, sub (fp32), cast" : "gemv rows + rmsnorm, leaf-sub (fp32), sub",
+                  fmt("K%d N%d", K, N), dt, ddown(dt, f.y, N), ref);
+        }
     }
     { /* RMSNorm(y) * gamma, then tanh, r + ., . * s, . - r2: past the leaves loaded before the norm's sum
        * (GO_PRE, the first two instructions: here a unary one and a binary one) */
