@@ -881,19 +881,7 @@ static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stre
     dim3 grid((unsigned)p->nsplit, (unsigned)p->Hkv, (unsigned)p->B);
     if (p->cl) { /* a cluster of the nsplit blocks of each (batch, kv head): attn_cluster_fits */
         if (p->nsplit > 8) GCUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-        cudaLaunchAttribute at[2];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = (unsigned)p->nsplit, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[1].val.programmaticStreamSerializationAllowed = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = grid;
-        cfg.blockDim = dim3(AT_THREADS);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = s;
-        cfg.attrs = at;
-        cfg.numAttrs = gcuda_pdl_all() ? 2 : 1;
-        GCUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, *p));
+        GCUDA_CHECK(gc_launch_cluster(gcuda_pdl_all(), (unsigned)p->nsplit, kern, grid, AT_THREADS, smem, s, *p));
         return GRAFT_OK;
     }
     gc_launch(gcuda_pdl_all(), kern, grid, AT_THREADS, smem, s, *p);
@@ -901,9 +889,9 @@ static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stre
     return GRAFT_OK;
 }
 
-/* The largest cluster (AT_CL_MAX, then halves; at most cs) of the
- * tensor-core kernel for head dims up to D that the device runs at once;
- * 0: none. Asked once a (type, D, cs). */
+/* The largest cluster of at most cs blocks (cs, then 8 and each size
+ * below) of the tensor-core kernel for head dims up to D that the device
+ * runs at once; 0: none. Asked once a (type, D, cs). */
 template <typename T, int D> static int attn_cluster_fits(int cs)
 {
     static int memo[AT_CL_MAX + 1];

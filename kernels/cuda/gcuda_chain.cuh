@@ -363,7 +363,8 @@ __device__ __forceinline__ void go_norm_chain_row_ept(const gops_fuse &f, I row,
  * of its loads. The same arithmetic; the block sums add in another order.
  * A GEMV's last block runs it (gemv_rows.cu), alone on the device. Leaves
  * are row-shaped (go_leaf_mode 1) or one value (2); go_norm_v8_ok: when it
- * applies (uniform over the block). */
+ * applies to a row held by `threads` threads, 8 elements each (uniform
+ * over the block; the host may ask too). */
 #define GO_V8_LEAVES 3
 template <typename T> struct go_dt;
 template <> struct go_dt<__half> {
@@ -373,12 +374,12 @@ template <> struct go_dt<__nv_bfloat16> {
     static constexpr int v = GRAFT_DTYPE_BFLOAT16;
 };
 
-template <typename T> __device__ __forceinline__ bool go_norm_v8_ok(const gops_fuse &f)
+template <typename T> __host__ __device__ __forceinline__ bool go_norm_v8_ok(const gops_fuse &f, int threads)
 {
     constexpr int dt = go_dt<T>::v;
     const int dim = (int)f.norm_dim;
     auto al = [](const void *p) { return ((uintptr_t)p & 15u) == 0; };
-    if (f.leaf_dtype[0] != dt || f.y_dtype != dt || dim % 8 || dim > 8 * (int)blockDim.x || !al(f.leaf[0]) ||
+    if (f.leaf_dtype[0] != dt || f.y_dtype != dt || dim % 8 || dim > 8 * threads || !al(f.leaf[0]) ||
         !al(f.y) || (f.gamma && !al(f.gamma)))
         return false;
     int nb = 0;

@@ -105,26 +105,44 @@ int gcuda_pdl_mode(void);
 static inline bool gcuda_pdl_all(void) { return gcuda_pdl_mode() >= 2; }
 
 /* k<<<g, b, smem, s>>>(args...), as a programmatic dependent when pdl (k
- * must call gc_pdl_wait before reading what an earlier kernel wrote); a
- * failure is left for GCUDA_CHECK_LAUNCH (cudaGetLastError). */
+ * must call gc_pdl_wait before reading what an earlier kernel wrote) and,
+ * when cluster > 0, in thread-block clusters of that many blocks along x
+ * (gc_launch_cluster: the launch's error; gc_launch leaves it for
+ * GCUDA_CHECK_LAUNCH, cudaGetLastError). */
 template <typename X> struct gc_id {
     typedef X type;
 };
 template <typename... KA>
-static inline void gc_launch(bool pdl, void (*k)(KA...), dim3 g, dim3 b, size_t smem, gcuda_stream s,
-                             typename gc_id<KA>::type... args) /* converted to the kernel's parameters here */
+static inline cudaError_t gc_launch_cluster(bool pdl, unsigned cluster, void (*k)(KA...), dim3 g, dim3 b, size_t smem,
+                                            gcuda_stream s,
+                                            typename gc_id<KA>::type... args) /* converted to the kernel's parameters here */
 {
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute at[2];
+    unsigned n = 0;
+    if (cluster) {
+        at[n].id = cudaLaunchAttributeClusterDimension;
+        at[n].val.clusterDim.x = cluster, at[n].val.clusterDim.y = 1, at[n].val.clusterDim.z = 1;
+        n++;
+    }
+    if (pdl) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n].val.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = g;
     cfg.blockDim = b;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
-    (void)cudaLaunchKernelEx(&cfg, k, args...);
+    cfg.numAttrs = n;
+    return cudaLaunchKernelEx(&cfg, k, args...);
+}
+template <typename... KA>
+static inline void gc_launch(bool pdl, void (*k)(KA...), dim3 g, dim3 b, size_t smem, gcuda_stream s,
+                             typename gc_id<KA>::type... args)
+{
+    (void)gc_launch_cluster(pdl, 0, k, g, b, smem, s, args...);
 }
 
 /* Whether the device runs a cluster of c blocks of kernel k (threads a

@@ -371,7 +371,7 @@ __device__ __forceinline__ void rows_last_block(const rows_set &set, const gops_
     if (!gc_last_block(counter, gridDim.x)) return;
     if constexpr (sizeof(T) == 2) {
         if (set.v8 == 2) rows_norm_compact<T>(set, tail, scratch);
-        else if (set.v8 && go_norm_v8_ok<T>(tail)) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch);
+        else if (set.v8 && go_norm_v8_ok<T>(tail, (int)blockDim.x)) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch);
         else go_norm_chain_row<int, true>(tail, 0, scratch);
     } else {
         go_norm_chain_row<int, true>(tail, 0, scratch);
@@ -772,17 +772,15 @@ static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, int s
 }
 
 /* Whether rows_norm_compact runs norm-headed chain f over a row of dtype
- * (2 bytes) by ROWS_THREADS threads, 8 elements each; cc: its shape. */
+ * (2 bytes) by ROWS_THREADS threads, 8 elements each; cc: its shape. The
+ * row as go_norm_v8_ok takes it, then the compact row's own limits: the
+ * norm's type, the instructions' kinds, ops and types, and the leaves'. */
 static bool rows_compact_plan(const gops_fuse &f, int dtype, rows_compact *cc)
 {
-    auto al = [](const void *p) { return ((uintptr_t)p & 15u) == 0; };
-    const int64_t dim = f.norm_dim;
-    if (gcuda_dtype_size(dtype) != 2 || f.leaf_dtype[0] != dtype || f.y_dtype != dtype || dim <= 0 || dim % 8 ||
-        dim > 8 * ROWS_THREADS || !al(f.leaf[0]) || !al(f.y) || (f.gamma && !al(f.gamma)) ||
-        (f.norm_dtype != dtype && f.norm_dtype != GRAFT_DTYPE_FLOAT) || f.n_ins > RC_MAX)
-        return false;
-    if (f.sk_y && !(al(f.sk_x) && al(f.sk_y) && al(f.sk_gamma) && (!f.sk_bias || al(f.sk_bias)) &&
-                    (!f.sk_sum || al(f.sk_sum))))
+    const bool v8 = dtype == GRAFT_DTYPE_FLOAT16    ? go_norm_v8_ok<__half>(f, ROWS_THREADS)
+                    : dtype == GRAFT_DTYPE_BFLOAT16 ? go_norm_v8_ok<__nv_bfloat16>(f, ROWS_THREADS)
+                                                    : false;
+    if (!v8 || f.norm_dim <= 0 || (f.norm_dtype != dtype && f.norm_dtype != GRAFT_DTYPE_FLOAT) || f.n_ins > RC_MAX)
         return false;
     memset(cc, 0, sizeof *cc);
     cc->n = (unsigned char)f.n_ins;
@@ -799,8 +797,7 @@ static bool rows_compact_plan(const gops_fuse &f, int dtype, rows_compact *cc)
             (in.dtype != dtype && in.dtype != GRAFT_DTYPE_FLOAT) || in.leaf < 0 || in.leaf >= f.n_leaf ||
             f.leaf_dtype[in.leaf] != dtype)
             return false;
-        const int m = go_leaf_mode(f, in.leaf);
-        if (m == 0 || (m == 1 && !al(f.leaf[in.leaf]))) return false;
+        const int m = go_leaf_mode(f, in.leaf); /* 1 or 2, aligned (go_norm_v8_ok) */
         /* chain_b: the leaf is the left operand (add and multiply commute exactly) */
         cc->op[k] = (unsigned char)(in.op == GOPS_MUL ? RC_MUL : in.op == GOPS_ADD ? RC_ADD : in.chain_b ? RC_RSUB : RC_SUB);
         cc->leaf[k] = (unsigned char)in.leaf;

@@ -276,20 +276,11 @@ extern "C" graft_status gcuda_gemv_rows_seq(int dtype, const void *x, const void
                           "cluster's shared memory", (long long)N1, (long long)K1, (long long)N2, (long long)N1);
     p.x = x, p.w1 = w1, p.w2 = w2, p.y1 = y1, p.y2 = y2;
     p.modes1 = go_leaf_modes(*f1), p.modes2 = go_leaf_modes(*f2);
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned)C, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)C);
-    cfg.blockDim = dim3(SQ_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = gcuda_pdl_mode() >= 1 ? 2 : 1; /* GRAFT_CUDA_PDL=0: a plain launch */
-    cudaError_t e = dtype == GRAFT_DTYPE_FLOAT16 ? cudaLaunchKernelEx(&cfg, gemv_seq_kernel<__half>, p, *f1, *f2)
-                                                 : cudaLaunchKernelEx(&cfg, gemv_seq_kernel<__nv_bfloat16>, p, *f1, *f2);
+    const bool pdl = gcuda_pdl_mode() >= 1; /* GRAFT_CUDA_PDL=0: a plain launch */
+    const dim3 g((unsigned)C), bk(SQ_THREADS);
+    cudaError_t e = dtype == GRAFT_DTYPE_FLOAT16
+                        ? gc_launch_cluster(pdl, (unsigned)C, gemv_seq_kernel<__half>, g, bk, smem, s, p, *f1, *f2)
+                        : gc_launch_cluster(pdl, (unsigned)C, gemv_seq_kernel<__nv_bfloat16>, g, bk, smem, s, p, *f1, *f2);
     if (e != cudaSuccess) return gcuda_fail(err, e, "launch gemv_seq_kernel", __FILE__, __LINE__);
     return GRAFT_OK;
 }
