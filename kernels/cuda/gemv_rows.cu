@@ -93,6 +93,66 @@ __device__ __forceinline__ uint64_t rows_policy()
     return pol;
 }
 
+/* A compact chain's leaves for the 8 elements from c (on: c < the row's
+ * length), loaded at once: lv a row-shaped leaf's word, ls a one-value
+ * leaf's value (zero where unused). */
+template <typename T>
+__device__ __forceinline__ void rows_compact_load(const rows_compact &cc, const gops_fuse &f, int c, bool on, uint4 *lv,
+                                                  float *ls)
+{
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int j = 0; j < RC_MAX; j++) {
+        lv[j] = z, ls[j] = 0.0f;
+        if (!on || j >= cc.n || cc.op[j] == RC_NOP) continue;
+        const void *lp = f.leaf[cc.leaf[j]];
+        if (cc.fl[j] & RC_ONE) ls[j] = gc_f(((const T *)lp)[0]);
+        else lv[j] = go_ld8<T>(lp, c);
+    }
+}
+
+/* A compact chain on the norm's 8 values v (not yet rounded): the norm's
+ * rounding, then each instruction with its leaf (rows_compact_load) and
+ * its rounding. Adds, subtracts and multiplies round to nearest without
+ * contraction, as the unfused nodes compute them. */
+template <typename T>
+__device__ __forceinline__ void rows_compact_apply(const rows_compact &cc, const uint4 *lv, const float *ls, float *v)
+{
+    if (cc.norm_rt)
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = gc_f(gc_to<T>(v[e]));
+#pragma unroll
+    for (int j = 0; j < RC_MAX; j++) { /* each branch uniform over the block: one case runs */
+        if (j >= cc.n) break;
+        float o[8];
+        gc_unpack<T>(lv[j], o);
+        if (cc.fl[j] & RC_ONE)
+#pragma unroll
+            for (int e = 0; e < 8; e++) o[e] = ls[j];
+        switch (cc.op[j]) {
+        case RC_MUL:
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = __fmul_rn(v[e], o[e]);
+            break;
+        case RC_SUB:
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = __fsub_rn(v[e], o[e]);
+            break;
+        case RC_RSUB:
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = __fsub_rn(o[e], v[e]);
+            break;
+        case RC_NOP: break;
+        default:
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], o[e]);
+        }
+        if (cc.fl[j] & RC_RT)
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = gc_f(gc_to<T>(v[e]));
+    }
+}
+
 /* Element k of the norm's input t = x (+ skip) (+ bias), fp32 (PRO 2: a
  * skip norm's sum). */
 template <typename T, int PRO> __device__ __forceinline__ float rows_t(const T *__restrict__ x, const rows_set &set,
@@ -174,6 +234,45 @@ template <typename T, int PRO> __device__ __forceinline__ float rows_x1(const T 
     return t;
 }
 
+/* rows_chain_pro where rows_compact_plan found that chain f fits set.cc
+ * (v8 2; 2-byte rows of K <= 8 ROWS_THREADS): 8 contiguous elements a
+ * thread, leaf 0, the chain's gamma and leaves and the GEMV norm's gamma
+ * loaded at once after the wait, the chain as rows_norm_compact computes
+ * it, then c rounded as stored (block 0 stores it) and its RMSNorm into
+ * xs, with rows_chain_pro's arithmetic; the block sums add in another
+ * order. A few kilobytes of code where the general chain's interpreter
+ * makes the prologue kernel about 545 KB (every block runs it once, from
+ * a cold instruction cache), and one memory latency for the operands
+ * where the general chain waits once an instruction past the first two. */
+template <typename T>
+__device__ __forceinline__ void rows_chain_pro_compact(const gops_fuse &f, const rows_set &set, int K, T *xs,
+                                                       float *scratch)
+{
+    const int c = 8 * (int)threadIdx.x;
+    const bool on = c < K;
+    uint4 lv[RC_MAX], gv = make_uint4(0u, 0u, 0u, 0u);
+    float ls[RC_MAX];
+    rows_compact_load<T>(set.cc, f, c, on, lv, ls);
+    if (on) gv = go_ld8<T>(set.pro.gamma, c);
+    float v[8], g[8], ss = 0.0f;
+    uint4 sx, sb, sg; /* unused: no skip norm after a prologue's chain */
+    go_row8_norm<T, int, false>(f, c, c, on, v, sx, sb, sg, scratch);
+    rows_compact_apply<T>(set.cc, lv, ls, v);
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        v[e] = on ? gc_f(gc_to<T>(v[e])) : 0.0f; /* c as stored */
+        ss += v[e] * v[e];
+    }
+    if (blockIdx.x == 0 && on) go_st8<T>(f.y, c, v);
+    ss = gc_block_sum(ss, scratch);
+    const float inv = gc_rsqrt<T>(ss / (float)K + set.pro.eps);
+    gc_unpack<T>(gv, g);
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] = v[e] * inv * g[e];
+    if (on) go_st8<T>(xs, c, v);
+    __syncthreads();
+}
+
 /* PRO 3: the GEMV's x is the RMSNorm (set.pro: gamma, eps) of c, the
  * norm-headed chain `f` over the K elements of its leaf 0 (the output of
  * the GEMV before: the per-layer-input projection's post-norm, residual add
@@ -185,6 +284,12 @@ template <typename T> __device__ __forceinline__ void rows_chain_pro(const gops_
                                                                     T *xs)
 {
     __shared__ float scratch[32];
+    if constexpr (sizeof(T) == 2) {
+        if (set.v8 == 2) { /* the chain's shape decided on the host (rows_compact_plan) */
+            rows_chain_pro_compact<T>(f, set, K, xs, scratch);
+            return;
+        }
+    }
     float v[GO_ROW_EPT], g[GO_ROW_EPT], ss = 0.0f;
 #pragma unroll
     for (int e = 0; e < GO_ROW_EPT; e++) { /* the norm's gamma, loaded with the chain's operands */
@@ -302,62 +407,19 @@ __device__ __forceinline__ void rows_chain_row(const rows_set &set, const gops_f
  * switch or layout and dtype checks on the device, about 13 KB of code
  * where go_norm_chain_row_v8 compiles to about 43 KB and the general row
  * to about 150 KB (tools/cubin_sizes.py; the last block's code runs once a
- * launch, from a cold instruction cache). Adds,
- * subtracts and multiplies round to nearest without contraction, as the
- * unfused nodes compute them. */
+ * launch, from a cold instruction cache). */
 template <typename T>
 __device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gops_fuse &f, float *scratch)
 {
-    const rows_compact &cc = set.cc;
-    const int dim = (int)f.norm_dim, c = 8 * (int)threadIdx.x;
-    const bool on = c < dim;
-    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    const int c = 8 * (int)threadIdx.x;
+    const bool on = c < (int)f.norm_dim;
     uint4 lv[RC_MAX];
     float ls[RC_MAX];
-#pragma unroll
-    for (int j = 0; j < RC_MAX; j++) {
-        lv[j] = z, ls[j] = 0.0f;
-        if (!on || j >= cc.n || cc.op[j] == RC_NOP) continue;
-        const void *lp = f.leaf[cc.leaf[j]];
-        if (cc.fl[j] & RC_ONE) ls[j] = gc_f(((const T *)lp)[0]);
-        else lv[j] = go_ld8<T>(lp, c);
-    }
+    rows_compact_load<T>(set.cc, f, c, on, lv, ls);
     float v[8];
     uint4 sx, sb, sg;
     go_row8_norm<T, int, true>(f, c, c, on, v, sx, sb, sg, scratch);
-    if (cc.norm_rt)
-#pragma unroll
-        for (int e = 0; e < 8; e++) v[e] = gc_f(gc_to<T>(v[e]));
-#pragma unroll
-    for (int j = 0; j < RC_MAX; j++) { /* each branch uniform over the block: one case runs */
-        if (j >= cc.n) break;
-        float o[8];
-        gc_unpack<T>(lv[j], o);
-        if (cc.fl[j] & RC_ONE)
-#pragma unroll
-            for (int e = 0; e < 8; e++) o[e] = ls[j];
-        switch (cc.op[j]) {
-        case RC_MUL:
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = __fmul_rn(v[e], o[e]);
-            break;
-        case RC_SUB:
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = __fsub_rn(v[e], o[e]);
-            break;
-        case RC_RSUB:
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = __fsub_rn(o[e], v[e]);
-            break;
-        case RC_NOP: break;
-        default:
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], o[e]);
-        }
-        if (cc.fl[j] & RC_RT)
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = gc_f(gc_to<T>(v[e]));
-    }
+    rows_compact_apply<T>(set.cc, lv, ls, v);
     go_row8_end<T, int>(f, c, on, v, sx, sb, sg, scratch);
 }
 
@@ -842,6 +904,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         set.pro.x = NULL;
         x = NULL; /* each block's own, in shared memory */
         pk = 3;
+        if (v8 == 2 && ((uintptr_t)pro->gamma & 15u) == 0 && rows_compact_plan(*pchain, dtype, &set.cc)) set.v8 = 2;
     } else if (pro) {
         if (!pro->x || !pro->gamma || (!pro->skip && (pro->bias || pro->sum)))
             return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: a norm prologue without its x or gamma");

@@ -1232,7 +1232,10 @@ int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)
  * (gcuda_gemv_rows_chain_pro; block 0 stores c) instead of by m's last
  * block, and m runs as a plain GEMV. Gemma's per-layer-input projection:
  * its post-norm, residual add and scale, read by the next layer's input
- * norm and q/k/v. t becomes fuse 7 (cx_cpro_follow). */
+ * norm and q/k/v. t becomes fuse 7 (cx_cpro_follow). With
+ * GRAFT_CUDA_ROWS_V8=2 a 2-byte chain of up to 3 add/sub/mul/cast
+ * instructions runs in the prologue's compact form (rows_chain_pro_compact,
+ * about 22 KB of kernel code against 559 KB with the general chain). */
 static void plan_chain_pro(cx_exec *x)
 {
     const char *e = getenv("GRAFT_CUDA_FUSE_CPRO");

@@ -2584,28 +2584,42 @@ static void epi_lab(double copy_gbs)
              *g = dalloc((size_t)K * es), *r = dalloc((size_t)K * es), *sc = dalloc(es);
         dinit(dt, x, K, g_seed++), dinit(dt, p, K, g_seed++), dinit(dt, g, K, 2u), dinit(dt, r, K, 3u),
             dinit(dt, sc, 1, 4u);
-        double us[3];
-        for (int v = 0; v < 3; v++)
+        /* the per-layer-input projection before it (K 256, N 1536): its chain by its last block then q/k/v with
+         * the norm prologue (the default), or the projection plain then q/k/v with the chain prologue */
+        const int Kp = 256;
+        void *pw = dalloc((size_t)Kp * K * es), *px = dalloc((size_t)Kp * es);
+        unsigned *pctr = (unsigned *)dalloc(sizeof(unsigned));
+        dinit(dt, pw, (size_t)Kp * K, g_seed++), dinit(dt, px, Kp, g_seed++);
+        CUCK(cudaMemset(pctr, 0, sizeof(unsigned)));
+        double us[5];
+        for (int v = 0; v < 5; v++)
             us[v] = graph_us([&](int i, gcuda_stream st) {
                 const void *wp[3] = {w[0], w[1], w[2]};
                 void *yp[3] = {y[0], y[1], y[2]};
                 gops_rows_norm pn = {};
                 pn.x = x, pn.gamma = g, pn.eps = 1e-6f;
+                gops_fuse f; /* the projection's post-norm, residual add and scale over p (v 2, 4) */
+                memset(&f, 0, sizeof f);
+                f.rank = 1, f.dims[0] = K, f.y = c, f.y_dtype = dt, f.n_leaf = 4, f.n_ins = 2;
+                f.leaf[0] = p, f.leaf_dtype[0] = dt, f.st[0][0] = 1;
+                f.leaf[1] = g, f.leaf_dtype[1] = dt, f.st[1][0] = 1;
+                f.leaf[2] = r, f.leaf_dtype[2] = dt, f.st[2][0] = 1;
+                f.leaf[3] = sc, f.leaf_dtype[3] = dt;
+                f.norm_dim = K, f.gamma = g, f.eps = 1e-6f, f.norm_dtype = dt;
+                f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 2, 1, dt, 0, 0};
+                f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 3, 0, dt, 0, 0};
                 if (v == 0) {
                     CK(gcuda_gemv_rows_multi(dt, x, wp, yp, Nq, 3, K, st, &E));
                 } else if (v == 1) {
                     CK(gcuda_gemv_rows_fused(dt, &pn, wp, yp, Nq, 3, K, NULL, NULL, 0, st, &E));
+                } else if (v == 2) {
+                    CK(gcuda_gemv_rows_chain_pro(dt, &f, &pn, wp, yp, Nq, 3, K, st, &E));
+                } else if (v == 3) {
+                    CK(gcuda_gemv_rows_tail(dt, px, pw, p, Kp, K, &f, pctr, st, &E));
+                    pn.x = c;
+                    CK(gcuda_gemv_rows_fused(dt, &pn, wp, yp, Nq, 3, K, NULL, NULL, 0, st, &E));
                 } else {
-                    gops_fuse f;
-                    memset(&f, 0, sizeof f);
-                    f.rank = 1, f.dims[0] = K, f.y = c, f.y_dtype = dt, f.n_leaf = 4, f.n_ins = 2;
-                    f.leaf[0] = p, f.leaf_dtype[0] = dt, f.st[0][0] = 1;
-                    f.leaf[1] = g, f.leaf_dtype[1] = dt, f.st[1][0] = 1;
-                    f.leaf[2] = r, f.leaf_dtype[2] = dt, f.st[2][0] = 1;
-                    f.leaf[3] = sc, f.leaf_dtype[3] = dt;
-                    f.norm_dim = K, f.gamma = g, f.eps = 1e-6f, f.norm_dtype = dt;
-                    f.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 2, 1, dt, 0, 0};
-                    f.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 3, 0, dt, 0, 0};
+                    CK(gcuda_gemv_rows(dt, px, pw, p, Kp, K, st, &E));
                     CK(gcuda_gemv_rows_chain_pro(dt, &f, &pn, wp, yp, Nq, 3, K, st, &E));
                 }
                 (void)i;
@@ -2614,6 +2628,9 @@ static void epi_lab(double copy_gbs)
         printf("\nq/k/v (K %d, N %lld in one launch), us a launch:\n| floor | plain | norm prologue |"
                " + the chain before the norm |\n|---:|---:|---:|---:|\n| %.2f | %.2f | %.2f | %.2f |\n", K,
                (long long)rows, floor_us, us[0], us[1], us[2]);
+        printf("\nthe per-layer-input projection (K %d, N %d) then q/k/v, us a pair of launches:\n| its chain by its"
+               " last block, then the norm prologue | plain, then the chain prologue |\n|---:|---:|\n| %.2f | %.2f |\n",
+               Kp, K, us[3], us[4]);
     }
     release_all();
 }
