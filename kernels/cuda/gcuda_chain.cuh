@@ -412,6 +412,24 @@ template <typename T> __device__ __forceinline__ void go_st8(void *p, int64_t i,
     *reinterpret_cast<uint4 *>((T *)p + i) = o.u;
 }
 
+/* A 2-byte row's RMSNorm, 8 elements a thread (v, fp32; zero past the
+ * row): the block's sum of squares, then v * rsqrt(mean + eps) * gamma
+ * (the word gv; has_gamma false: 1), or v / sqrt(mean + eps) (norm_div),
+ * not rounded. All threads call it (a block sum). */
+template <typename T>
+__device__ __forceinline__ void go_row8_scale(float *v, uint4 gv, bool has_gamma, int dim, float eps, int norm_div,
+                                              float *scratch)
+{
+    float g[8], ss = 0.0f;
+    gc_unpack<T>(gv, g);
+#pragma unroll
+    for (int e = 0; e < 8; e++) ss += v[e] * v[e];
+    ss = gc_block_sum(ss, scratch);
+    const float q = ss / (float)dim + eps, inv = rsqrtf(q), sq = sqrtf(q);
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] = norm_div ? v[e] / sq : v[e] * inv * (has_gamma ? g[e] : 1.0f);
+}
+
 /* The start of a 2-byte norm-headed row held 8 elements a thread from
  * element at (c: the thread's first element, on: c < norm_dim): leaf 0
  * (CG: written by other blocks of this grid), gamma and the skip norm's x,
@@ -435,15 +453,8 @@ __device__ __forceinline__ void go_row8_norm(const gops_fuse &f, I at, int c, bo
             if (f.sk_bias) sb = go_ld8<T>(f.sk_bias, c);
         }
     }
-    float g[8], ss = 0.0f;
     gc_unpack<T>(xv, v);
-    gc_unpack<T>(gv, g);
-#pragma unroll
-    for (int e = 0; e < 8; e++) ss += v[e] * v[e];
-    ss = gc_block_sum(ss, scratch);
-    const float q = ss / (float)(int)f.norm_dim + f.eps, inv = rsqrtf(q), sq = sqrtf(q);
-#pragma unroll
-    for (int e = 0; e < 8; e++) v[e] = f.norm_div ? v[e] / sq : v[e] * inv * (f.gamma ? g[e] : 1.0f);
+    go_row8_scale<T>(v, gv, f.gamma != NULL, (int)f.norm_dim, f.eps, f.norm_div, scratch);
 }
 
 /* The end of a 2-byte norm-headed row held 8 elements a thread from

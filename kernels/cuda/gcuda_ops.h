@@ -166,6 +166,25 @@ graft_status gcuda_gemv_rows_fused(int dtype, const gops_rows_norm *pro, const v
 graft_status gcuda_gemv_rows_chain_pro(int dtype, const gops_fuse *chain, const gops_rows_norm *pro,
                                        const void *const *w, void *const *y, const int64_t *N, int n, int64_t K,
                                        gcuda_stream s, graft_error *err);
+/* The chain prologue's other forms, each for a chain that the compact
+ * form takes (fp16/bf16 rows, up to 3 add/sub/mul/cast instructions whose
+ * leaves are laid out as the row or hold one value; GRAFT_EUNSUPPORTED
+ * otherwise): x is c itself (pro NULL), its RMSNorm (pro: gamma, eps),
+ * or the skip RMSNorm of t = c + pro->skip (+ pro->bias), block 0 storing
+ * t to pro->sum (when not NULL); chain->y may be NULL (c not stored).
+ * tail (NULL: none): as gcuda_gemv_rows_tail's per-element chain (one
+ * matrix), or with pair the gate/up pair's (two). */
+graft_status gcuda_gemv_rows_chain_pro_tail(int dtype, const gops_fuse *chain, const gops_rows_norm *pro,
+                                            const void *const *w, void *const *y, const int64_t *N, int n,
+                                            int64_t K, const gops_fuse *tail, int pair, gcuda_stream s,
+                                            graft_error *err);
+/* Whether chain's own shape fits the compact form (the operands' 16-byte
+ * alignment, the norm's included, is checked by the launch: a chain that
+ * fits may still be refused there). The norm-only form without a tail
+ * also runs in the compact form through gcuda_gemv_rows_chain_pro_tail
+ * wherever it fits (gcuda_gemv_rows_chain_pro: only under
+ * GRAFT_CUDA_ROWS_V8=2), else in the general one. */
+int gcuda_gemv_rows_chain_pro_fits(int dtype, const gops_fuse *chain);
 graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0, const void *w1, void *y0, void *y1,
                                        int64_t K, int64_t N, const gops_fuse *tail, gcuda_stream s, graft_error *err);
 

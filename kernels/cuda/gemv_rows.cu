@@ -52,6 +52,23 @@ typedef struct rows_compact {
 #define RC_ONE 1
 #define RC_RT 2
 
+/* A norm-headed chain over the K elements of the GEMV's x, in the compact
+ * form (rows_compact_plan), computed by every block of the GEMV that reads
+ * its output (PRO 3: rows_chain_pro_compact), and the x it makes: */
+#define RCP_C 1    /* x = c, the chain's output */
+#define RCP_NORM 2 /* x = the RMSNorm of c (rows_set.pro: gamma, eps) */
+#define RCP_SKIP 3 /* x = the skip RMSNorm of t = c + pro.skip (+ pro.bias); t stored to pro.sum by block 0 */
+typedef struct rows_cpro {
+    int x;                    /* RCP_*; 0: none (PRO 3 then runs the general chain, the kernel's tail) */
+    const void *src;          /* the chain's leaf 0: the row it normalises (the GEMV before's output) */
+    const void *gamma;        /* its norm's gamma (NULL: none) */
+    const void *leaf[RC_MAX]; /* instruction j's leaf */
+    void *c;                  /* c, stored by block 0 (NULL: not stored) */
+    float eps;
+    int norm_div;
+    rows_compact cc;
+} rows_cpro;
+
 typedef struct rows_set {
     const void *W[GCUDA_GEMV_MAX];
     void *y[GCUDA_GEMV_MAX];
@@ -64,6 +81,7 @@ typedef struct rows_set {
     int v8;         /* EPI 2: a 2-byte row by go_norm_chain_row_v8 where it applies (GRAFT_CUDA_ROWS_V8=0: not);
                      * 2: by rows_norm_compact (rows_compact_plan; GRAFT_CUDA_ROWS_V8=2) */
     rows_compact cc; /* v8 2: the chain as rows_norm_compact runs it */
+    rows_cpro cp;    /* PRO 3: the chain in the compact form (cp.x), else the general one (the tail) */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once); ef: with
@@ -96,16 +114,15 @@ __device__ __forceinline__ uint64_t rows_policy()
 /* A compact chain's leaves for the 8 elements from c (on: c < the row's
  * length), loaded at once: lv a row-shaped leaf's word, ls a one-value
  * leaf's value (zero where unused). */
-template <typename T>
-__device__ __forceinline__ void rows_compact_load(const rows_compact &cc, const gops_fuse &f, int c, bool on, uint4 *lv,
-                                                  float *ls)
+template <typename T, typename L>
+__device__ __forceinline__ void rows_compact_load(const rows_compact &cc, L leaf, int c, bool on, uint4 *lv, float *ls)
 {
     const uint4 z = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
     for (int j = 0; j < RC_MAX; j++) {
         lv[j] = z, ls[j] = 0.0f;
         if (!on || j >= cc.n || cc.op[j] == RC_NOP) continue;
-        const void *lp = f.leaf[cc.leaf[j]];
+        const void *lp = leaf(j); /* instruction j's leaf */
         if (cc.fl[j] & RC_ONE) ls[j] = gc_f(((const T *)lp)[0]);
         else lv[j] = go_ld8<T>(lp, c);
     }
@@ -234,41 +251,65 @@ template <typename T, int PRO> __device__ __forceinline__ float rows_x1(const T 
     return t;
 }
 
-/* rows_chain_pro where rows_compact_plan found that chain f fits set.cc
- * (v8 2; 2-byte rows of K <= 8 ROWS_THREADS): 8 contiguous elements a
- * thread, leaf 0, the chain's gamma and leaves and the GEMV norm's gamma
- * loaded at once after the wait, the chain as rows_norm_compact computes
- * it, then c rounded as stored (block 0 stores it) and its RMSNorm into
- * xs, with rows_chain_pro's arithmetic; the block sums add in another
- * order. A few kilobytes of code where the general chain's interpreter
- * makes the prologue kernel about 545 KB (every block runs it once, from
- * a cold instruction cache), and one memory latency for the operands
- * where the general chain waits once an instruction past the first two. */
+/* PRO 3 with a compact chain (set.cp, rows_compact_plan; 2-byte rows of K
+ * <= 8 ROWS_THREADS): every block computes c, the chain over cp.src, 8
+ * contiguous elements a thread, its operands (the row, the chain's gamma
+ * and leaves, the GEMV norm's gamma, the skip norm's skip and bias) loaded
+ * at once after the wait, with rows_norm_compact's arithmetic; c rounded
+ * as stored (block 0 stores it to cp.c), then x into xs: c itself
+ * (RCP_C), its RMSNorm (RCP_NORM: rows_chain_pro's arithmetic), or the
+ * skip RMSNorm of c + skip (+ bias) (RCP_SKIP: the sum in fp32 as PRO 2's
+ * rows_t, stored rounded to pro.sum by block 0). The block sums add in
+ * another order than the separate kernels'. A prologue of a few kilobytes
+ * of code (the general chain's interpreter makes the kernel 559 KB), and
+ * one memory latency for its operands. */
 template <typename T>
-__device__ __forceinline__ void rows_chain_pro_compact(const gops_fuse &f, const rows_set &set, int K, T *xs,
-                                                       float *scratch)
+__device__ __forceinline__ void rows_chain_pro_compact(const rows_set &set, int K, T *xs, float *scratch)
 {
+    const rows_cpro &cp = set.cp;
     const int c = 8 * (int)threadIdx.x;
     const bool on = c < K;
-    uint4 lv[RC_MAX], gv = make_uint4(0u, 0u, 0u, 0u);
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    uint4 lv[RC_MAX], xv = z, cg = z, gv = z, kv = z, bv = z;
     float ls[RC_MAX];
-    rows_compact_load<T>(set.cc, f, c, on, lv, ls);
-    if (on) gv = go_ld8<T>(set.pro.gamma, c);
-    float v[8], g[8], ss = 0.0f;
-    uint4 sx, sb, sg; /* unused: no skip norm after a prologue's chain */
-    go_row8_norm<T, int, false>(f, c, c, on, v, sx, sb, sg, scratch);
-    rows_compact_apply<T>(set.cc, lv, ls, v);
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        v[e] = on ? gc_f(gc_to<T>(v[e])) : 0.0f; /* c as stored */
-        ss += v[e] * v[e];
+    rows_compact_load<T>(cp.cc, [&](int j) { return cp.leaf[j]; }, c, on, lv, ls);
+    if (on) {
+        xv = go_ld8<T>(cp.src, c);
+        if (cp.gamma) cg = go_ld8<T>(cp.gamma, c);
+        if (cp.x >= RCP_NORM) gv = go_ld8<T>(set.pro.gamma, c);
+        if (cp.x == RCP_SKIP) {
+            kv = go_ld8<T>(set.pro.skip, c);
+            if (set.pro.bias) bv = go_ld8<T>(set.pro.bias, c);
+        }
     }
-    if (blockIdx.x == 0 && on) go_st8<T>(f.y, c, v);
-    ss = gc_block_sum(ss, scratch);
-    const float inv = gc_rsqrt<T>(ss / (float)K + set.pro.eps);
-    gc_unpack<T>(gv, g);
+    float v[8];
+    gc_unpack<T>(xv, v);
+    go_row8_scale<T>(v, cg, cp.gamma != NULL, K, cp.eps, cp.norm_div, scratch);
+    rows_compact_apply<T>(cp.cc, lv, ls, v);
 #pragma unroll
-    for (int e = 0; e < 8; e++) v[e] = v[e] * inv * g[e];
+    for (int e = 0; e < 8; e++) v[e] = on ? gc_f(gc_to<T>(v[e])) : 0.0f; /* c as stored */
+    if (blockIdx.x == 0 && on && cp.c) go_st8<T>(cp.c, c, v);
+    if (cp.x == RCP_SKIP) {
+        float k8[8], b8[8];
+        gc_unpack<T>(kv, k8);
+        gc_unpack<T>(bv, b8);
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            v[e] += k8[e];
+            if (set.pro.bias) v[e] += b8[e];
+        }
+        if (blockIdx.x == 0 && on && set.pro.sum) go_st8<T>(set.pro.sum, c, v);
+    }
+    if (cp.x != RCP_C) {
+        float ss = 0.0f, g[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) ss += v[e] * v[e];
+        ss = gc_block_sum(ss, scratch);
+        const float inv = gc_rsqrt<T>(ss / (float)K + set.pro.eps);
+        gc_unpack<T>(gv, g);
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = v[e] * inv * g[e];
+    }
     if (on) go_st8<T>(xs, c, v);
     __syncthreads();
 }
@@ -284,12 +325,6 @@ template <typename T> __device__ __forceinline__ void rows_chain_pro(const gops_
                                                                     T *xs)
 {
     __shared__ float scratch[32];
-    if constexpr (sizeof(T) == 2) {
-        if (set.v8 == 2) { /* the chain's shape decided on the host (rows_compact_plan) */
-            rows_chain_pro_compact<T>(f, set, K, xs, scratch);
-            return;
-        }
-    }
     float v[GO_ROW_EPT], g[GO_ROW_EPT], ss = 0.0f;
 #pragma unroll
     for (int e = 0; e < GO_ROW_EPT; e++) { /* the norm's gamma, loaded with the chain's operands */
@@ -315,15 +350,25 @@ template <typename T> __device__ __forceinline__ void rows_chain_pro(const gops_
 }
 
 /* The x the GEMV reads: as given, or (PRO 3) the block's own in shared
- * memory, computed here (rows_chain_pro). After the wait for the kernel
- * before. */
-template <typename T, int PRO>
+ * memory, computed here: by the compact chain (set.cp.x; 2-byte types,
+ * the only form after which the kernel has a tail of its own, EPI 1 or
+ * 3), or by the general one, the kernel's `tail` (rows_chain_pro; EPI 0).
+ * After the wait for the kernel before. */
+template <typename T, int PRO, int EPI>
 __device__ __forceinline__ const T *rows_pro_x(const T *x, const rows_set &set, int K, const gops_fuse &tail)
 {
     if constexpr (PRO == 3) {
         extern __shared__ uint4 rows_xs[];
-        rows_chain_pro<T>(tail, set, K, reinterpret_cast<T *>(rows_xs));
-        return reinterpret_cast<const T *>(rows_xs);
+        T *xs = reinterpret_cast<T *>(rows_xs);
+        if constexpr (sizeof(T) == 2) {
+            __shared__ float scratch[32];
+            if (EPI != 0 || set.cp.x) {
+                rows_chain_pro_compact<T>(set, K, xs, scratch);
+                return xs;
+            }
+        }
+        if constexpr (EPI == 0) rows_chain_pro<T>(tail, set, K, xs);
+        return xs;
     } else {
         return x;
     }
@@ -415,7 +460,7 @@ __device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gop
     const bool on = c < (int)f.norm_dim;
     uint4 lv[RC_MAX];
     float ls[RC_MAX];
-    rows_compact_load<T>(set.cc, f, c, on, lv, ls);
+    rows_compact_load<T>(set.cc, [&](int j) { return f.leaf[set.cc.leaf[j]]; }, c, on, lv, ls);
     float v[8];
     uint4 sx, sb, sg;
     go_row8_norm<T, int, true>(f, c, c, on, v, sx, sb, sg, scratch);
@@ -479,7 +524,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 1 : EPI == 2 ? 4 : EP
         if (first) { /* after the first group's loads (rows_first) */
             gc_pdl_wait(); /* x is the kernel before's output */
             gc_pdl_trigger();
-            x = rows_pro_x<T, PRO>(x, set, K, tail);
+            x = rows_pro_x<T, PRO, EPI>(x, set, K, tail);
             inv = rows_norm<T, PRO>(x, set, K);
         }
         if constexpr (VEC) {
@@ -868,13 +913,51 @@ static bool rows_compact_plan(const gops_fuse &f, int dtype, rows_compact *cc)
     return true;
 }
 
+/* Whether chain f (over the GEMV's x, K elements) runs in the compact
+ * prologue (rows_chain_pro_compact) before a GEMV whose x is then c (pro
+ * NULL), its RMSNorm or its skip RMSNorm (pro->skip); cp: the description. */
+static bool rows_cpro_plan(const gops_fuse &f, const gops_rows_norm *pro, int dtype, rows_cpro *cp)
+{
+    memset(cp, 0, sizeof *cp);
+    auto al = [](const void *p) { return ((uintptr_t)p & 15u) == 0; };
+    if (!rows_compact_plan(f, dtype, &cp->cc)) return false;
+    if (pro && (!pro->gamma || !al(pro->gamma) || !al(pro->skip) || !al(pro->bias) || !al(pro->sum))) return false;
+    cp->x = !pro ? RCP_C : pro->skip ? RCP_SKIP : RCP_NORM;
+    cp->src = f.leaf[0];
+    cp->gamma = f.gamma;
+    cp->c = f.y;
+    cp->eps = f.eps;
+    cp->norm_div = f.norm_div;
+    for (int j = 0; j < cp->cc.n; j++) cp->leaf[j] = f.leaf[cp->cc.leaf[j]];
+    return true;
+}
+
+/* PRO 3 kernels with a tail of their own (EPI 1, 3): 2-byte types only,
+ * the compact chain (rows_cpro_plan); rows_run asks for no other. */
+template <typename T, int EPI>
+static cudaError_t rows_launch_cpro(bool vec, int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x,
+                                    const rows_set &set, int K, const gops_fuse &tail, unsigned *counter)
+{
+    if constexpr (sizeof(T) == 2) {
+        if (!vec) return rows_launch<T, ROWS_THREADS, 1, false, EPI, 3>(cfg, sms, x, set, K, tail, counter);
+        return rows_launch_vec<T, ROWS_UNROLL, EPI, 3>(tpr, cfg, sms, x, set, K, tail, counter);
+    } else {
+        return cudaErrorInvalidValue;
+    }
+}
+
 /* pair: two matrices of N rows, row r of both by one thread group, their
  * outputs then tail (which reads the first's y as leaf 0 and may read the
  * second's) per element. pro: x is the RMSNorm of pro->x (+ skip + bias),
- * computed by each block (the norm node only shapes its output). */
+ * computed by each block (the norm node only shapes its output). pchain:
+ * the norm-headed chain whose output the norm reads instead of pro->x
+ * (or, pro NULL, that is x), computed by each block; compact: in the
+ * compact form wherever it fits (else only the forms that need it, and
+ * under GRAFT_CUDA_ROWS_V8=2). */
 static graft_status rows_run(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N, int n,
                              int64_t K, int unroll, const gops_fuse *tail, unsigned *counter, bool pair,
-                             const gops_rows_norm *pro, const gops_fuse *pchain, gcuda_stream s, graft_error *err)
+                             const gops_rows_norm *pro, const gops_fuse *pchain, bool compact_pro, gcuda_stream s,
+                             graft_error *err)
 {
     size_t es = gcuda_dtype_size(dtype);
     if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: dtype %d not supported", dtype);
@@ -893,18 +976,24 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     set.l2ef = l2ef;
     set.v8 = v8 == 2 ? 1 : v8; /* 2 where the tail fits it, below */
     int64_t rows = 0;
-    int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain, then an RMSNorm */
+    int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain (then x: set.cp.x) */
     if (pchain) {
         const int64_t numel = go_fuse_ok(*pchain) ? go_fuse_numel(*pchain) : -1; /* -1: not well formed */
-        if (!pro || !pro->gamma || pro->skip || tail || pair || pchain->norm_dim != K || numel != K ||
-            K > GCUDA_CHAIN_PRO_MAX_K || pchain->sk_y || !pchain->y || pchain->y_dtype != dtype)
+        /* the forms only the compact chain takes: x = c, a skip norm, a tail of the GEMV's own */
+        const bool ext = !pro || pro->skip || tail;
+        if ((pro && !pro->gamma) || pchain->norm_dim != K || numel != K || K > GCUDA_CHAIN_PRO_MAX_K ||
+            pchain->sk_y || (!ext && !pchain->y) || pchain->y_dtype != dtype)
             return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_chain_pro: a chain over %lld elements (norm %lld) "
                               "before a GEMV of K %lld", (long long)numel, (long long)pchain->norm_dim, (long long)K);
-        set.pro = *pro;
+        const bool compact = rows_cpro_plan(*pchain, pro, dtype, &set.cp);
+        if (ext && !compact)
+            return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows_chain_pro_tail: the chain (%d instructions, "
+                              "dtype %d) does not fit the compact prologue", pchain->n_ins, dtype);
+        if (!ext && v8 != 2 && !compact_pro) set.cp.x = 0; /* the general chain */
+        if (pro) set.pro = *pro;
         set.pro.x = NULL;
         x = NULL; /* each block's own, in shared memory */
         pk = 3;
-        if (v8 == 2 && ((uintptr_t)pro->gamma & 15u) == 0 && rows_compact_plan(*pchain, dtype, &set.cc)) set.v8 = 2;
     } else if (pro) {
         if (!pro->x || !pro->gamma || (!pro->skip && (pro->bias || pro->sum)))
             return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: a norm prologue without its x or gamma");
@@ -957,7 +1046,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     } else {
         memset(&none, 0, sizeof none);
     }
-    const gops_fuse &tf = pchain ? *pchain : tail ? *tail : none;
+    const gops_fuse &tf = tail ? *tail : pchain ? *pchain : none; /* PRO 3 with a tail: its chain is set.cp */
     int sms;
     graft_status st = gcuda_sm_count(&sms, err);
     if (st) return st;
@@ -990,7 +1079,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     } while (0)
     if (unroll != ROWS_UNROLL && (epi || pk))
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d with a tail or a prologue", unroll);
-    if (pk && epi != 0 && epi != 3)
+    if (pk && (epi == 2 || (epi == 1 && pk != 3)))
         return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: a norm prologue with a single-matrix tail");
     /* the streaming kernel's instantiations: 2-byte types; a norm prologue only before matrices without a chain
      * (q/k/v); no skip-norm prologue */
@@ -1028,13 +1117,15 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
             else if (pk == 2) ROWS_EPI(0, 2);
             else ROWS_EPI(0, 3);
         } else if (epi == 1) {
-            ROWS_EPI(1, 0);
+            if (pk == 3) e = rows_launch_cpro<T, 1>(vec, tpr, &cfg, sms, xt, set, Ki, tf, counter);
+            else ROWS_EPI(1, 0);
         } else if (epi == 2) {
             ROWS_EPI(2, 0);
         } else {
             if (pk == 0) ROWS_EPI(3, 0);
             else if (pk == 1) ROWS_EPI(3, 1);
-            else ROWS_EPI(3, 2);
+            else if (pk == 2) ROWS_EPI(3, 2);
+            else e = rows_launch_cpro<T, 3>(vec, tpr, &cfg, sms, xt, set, Ki, tf, counter);
         }
     });
 #undef ROWS_EPI
@@ -1045,19 +1136,19 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
 extern "C" graft_status gcuda_gemv_rows(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
                                         gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, NULL, NULL, false, NULL, NULL, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, NULL, NULL, false, NULL, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_multi(int dtype, const void *x, const void *const *w, void *const *y,
                                               const int64_t *N, int n, int64_t K, gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, w, y, N, n, K, ROWS_UNROLL, NULL, NULL, false, NULL, NULL, s, err);
+    return rows_run(dtype, x, w, y, N, n, K, ROWS_UNROLL, NULL, NULL, false, NULL, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_tuned(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
                                               int unroll, gcuda_stream s, graft_error *err)
 {
-    return rows_run(dtype, x, &w, &y, &N, 1, K, unroll, NULL, NULL, false, NULL, NULL, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, unroll, NULL, NULL, false, NULL, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N,
@@ -1065,7 +1156,7 @@ extern "C" graft_status gcuda_gemv_rows_tail(int dtype, const void *x, const voi
                                              graft_error *err)
 {
     if (!tail) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_tail: no chain");
-    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, tail, counter, false, NULL, NULL, s, err);
+    return rows_run(dtype, x, &w, &y, &N, 1, K, ROWS_UNROLL, tail, counter, false, NULL, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0, const void *w1, void *y0,
@@ -1075,7 +1166,7 @@ extern "C" graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, cons
     const void *w[2] = {w0, w1};
     void *y[2] = {y0, y1};
     int64_t Ns[2] = {N, N};
-    return rows_run(dtype, x, w, y, Ns, 2, K, ROWS_UNROLL, tail, NULL, true, NULL, NULL, s, err);
+    return rows_run(dtype, x, w, y, Ns, 2, K, ROWS_UNROLL, tail, NULL, true, NULL, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_fused(int dtype, const gops_rows_norm *pro, const void *const *w,
@@ -1084,13 +1175,29 @@ extern "C" graft_status gcuda_gemv_rows_fused(int dtype, const gops_rows_norm *p
                                               graft_error *err)
 {
     if (!pro) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_fused: no norm");
-    return rows_run(dtype, NULL, w, y, N, n, K, ROWS_UNROLL, tail, counter, pair != 0, pro, NULL, s, err);
+    return rows_run(dtype, NULL, w, y, N, n, K, ROWS_UNROLL, tail, counter, pair != 0, pro, NULL, false, s, err);
 }
 
 extern "C" graft_status gcuda_gemv_rows_chain_pro(int dtype, const gops_fuse *chain, const gops_rows_norm *pro,
                                                   const void *const *w, void *const *y, const int64_t *N, int n,
                                                   int64_t K, gcuda_stream s, graft_error *err)
 {
-    if (!chain || !pro) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_chain_pro: no chain or norm");
-    return rows_run(dtype, NULL, w, y, N, n, K, ROWS_UNROLL, NULL, NULL, false, pro, chain, s, err);
+    if (!chain || !pro || pro->skip) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_chain_pro: no chain or norm");
+    return rows_run(dtype, NULL, w, y, N, n, K, ROWS_UNROLL, NULL, NULL, false, pro, chain, false, s, err);
+}
+
+extern "C" int gcuda_gemv_rows_chain_pro_fits(int dtype, const gops_fuse *chain)
+{
+    rows_compact cc;
+    return chain && go_fuse_ok(*chain) && chain->norm_dim > 0 && chain->norm_dim <= GCUDA_CHAIN_PRO_MAX_K &&
+           go_fuse_numel(*chain) == chain->norm_dim && !chain->sk_y && rows_compact_plan(*chain, dtype, &cc);
+}
+
+extern "C" graft_status gcuda_gemv_rows_chain_pro_tail(int dtype, const gops_fuse *chain, const gops_rows_norm *pro,
+                                                       const void *const *w, void *const *y, const int64_t *N, int n,
+                                                       int64_t K, const gops_fuse *tail, int pair, gcuda_stream s,
+                                                       graft_error *err)
+{
+    if (!chain || (pair && !tail)) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_chain_pro_tail: no chain");
+    return rows_run(dtype, NULL, w, y, N, n, K, ROWS_UNROLL, tail, NULL, pair != 0, pro, chain, true, s, err);
 }

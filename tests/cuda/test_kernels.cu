@@ -1393,17 +1393,22 @@ static pro_mats pro_matrices(int dt, int K, const std::vector<int64_t> &Ns, cons
     return g;
 }
 
-/* gcuda_gemv_rows_chain_pro: x is the RMSNorm of c = (RMSNorm(y0) * g1 +
- * r) * s, y0 the previous GEMV's raw output, computed by every block; c
- * stored by block 0; against c and the GEMVs of x in fp64, each op rounded
- * to the dtype as the separate nodes store it. */
-static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns, bool longer = false)
+/* The chain a chain prologue computes: c = (RMSNorm(y0) * g1 + r) * s
+ * (longer: tanh after the norm, minus r2 last), y0 the previous GEMV's
+ * raw output; c in fp64 with each op rounded to the dtype as the separate
+ * nodes store it. f.y left to the caller. */
+struct pro_chain {
+    gops_fuse f;
+    std::vector<float> c;
+};
+static pro_chain make_pro_chain(int dt, int K, bool longer)
 {
-    int n = (int)Ns.size();
+    pro_chain pc;
     auto y0 = rnd(dt, K, -2, 2), g1 = rnd(dt, K, 0.5f, 1.5f), rr = rnd(dt, K), sc = rnd(dt, 1, 0.5f, 2.0f),
-         g2 = rnd(dt, K, 0.5f, 1.5f), r2 = rnd(dt, K);
-    std::vector<float> c(K), xn(K);
-    double ss = 0, ss2 = 0;
+         r2 = rnd(dt, K);
+    std::vector<float> &c = pc.c;
+    c.resize(K);
+    double ss = 0;
     for (int k = 0; k < K; k++) ss += (double)y0[k] * y0[k];
     double inv = 1.0 / std::sqrt(ss / K + 1e-6);
     for (int k = 0; k < K; k++) {
@@ -1411,11 +1416,8 @@ static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns, bool lon
         if (longer) nv = round_to(dt, (float)std::tanh((double)nv));
         c[k] = round_to(dt, round_to(dt, rr[k] + nv) * sc[0]);
         if (longer) c[k] = round_to(dt, c[k] - r2[k]);
-        ss2 += (double)c[k] * c[k];
     }
-    double inv2 = 1.0 / std::sqrt(ss2 / K + 1e-5);
-    for (int k = 0; k < K; k++) xn[k] = round_to(dt, (float)(c[k] * inv2 * g2[k]));
-    gops_fuse f;
+    gops_fuse &f = pc.f;
     memset(&f, 0, sizeof f);
     f.rank = 3, f.dims[0] = 1, f.dims[1] = 1, f.dims[2] = K, f.y_dtype = dt, f.n_leaf = 4, f.n_ins = 2;
     f.leaf[0] = dupload(dt, y0), f.leaf_dtype[0] = dt, f.st[0][2] = 1;
@@ -1431,6 +1433,24 @@ static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns, bool lon
         f.ins[0] = {GOPS_FUSE_UNARY, GOPS_TANH, 0, 0, dt, -INFINITY, INFINITY};
         f.ins[3] = {GOPS_FUSE_BINARY, GOPS_SUB, 4, 0, dt, 0, 0};
     }
+    return pc;
+}
+
+/* gcuda_gemv_rows_chain_pro: x is the RMSNorm of c (make_pro_chain),
+ * computed by every block; c stored by block 0; against c and the GEMVs of
+ * x in fp64. */
+static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns, bool longer = false)
+{
+    int n = (int)Ns.size();
+    pro_chain pc = make_pro_chain(dt, K, longer);
+    gops_fuse &f = pc.f;
+    const std::vector<float> &c = pc.c;
+    auto g2 = rnd(dt, K, 0.5f, 1.5f);
+    std::vector<float> xn(K);
+    double ss2 = 0;
+    for (int k = 0; k < K; k++) ss2 += (double)c[k] * c[k];
+    double inv2 = 1.0 / std::sqrt(ss2 / K + 1e-5);
+    for (int k = 0; k < K; k++) xn[k] = round_to(dt, (float)(c[k] * inv2 * g2[k]));
     gops_rows_norm pn = {};
     pn.gamma = dupload(dt, g2);
     pn.eps = 1e-5f;
@@ -1448,6 +1468,80 @@ static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns, bool lon
         check("gemv rows, chain prologue: c", sh, dt, ddown(dt, f.y, K), cref);
         for (int j = 0; j < n; j++) check("gemv rows, chain prologue", sh + fmt(" y%d", j), dt, ddown(dt, dy[j], Ns[j]), yref[j]);
     }
+    release_all();
+}
+
+/* gcuda_gemv_rows_chain_pro_tail, the compact chain's forms (2-byte types):
+ * x = c (form 1: down's post-norm and residual add before the per-layer
+ * input's gate, gelu(y) * the layer's input per element), the RMSNorm of c
+ * with that per-element tail (2), the skip RMSNorm of c + skip + bias
+ * before the gate/up pair (3: o's post-norm before the MLP, gelu(gate) *
+ * up); c stored or not (store_c). Against fp64 as the separate nodes round;
+ * then a chain the compact form does not take (tanh, four instructions)
+ * and an fp32 one must be refused (GRAFT_EUNSUPPORTED). */
+static void test_gemv_chain_pro_tail(int dt, int K, int form, int64_t N, bool store_c)
+{
+    const bool pair = form == 3;
+    pro_chain pc = make_pro_chain(dt, K, false);
+    gops_fuse &f = pc.f;
+    const std::vector<float> &c = pc.c;
+    auto g2 = rnd(dt, K, 0.5f, 1.5f), sk = rnd(dt, K), bias = rnd(dt, K, -0.5f, 0.5f), ple = rnd(dt, N);
+    std::vector<float> t(c), xn(K);
+    if (form == 3)
+        for (int k = 0; k < K; k++) t[k] = c[k] + sk[k] + bias[k];
+    if (form == 1) {
+        xn = c;
+    } else {
+        double ss = 0;
+        for (int k = 0; k < K; k++) ss += (double)t[k] * t[k];
+        double inv = 1.0 / std::sqrt(ss / K + 1e-5);
+        for (int k = 0; k < K; k++) xn[k] = round_to(dt, (float)(t[k] * inv * g2[k]));
+    }
+    gops_rows_norm pn = {};
+    pn.gamma = dupload(dt, g2);
+    pn.eps = 1e-5f;
+    if (form == 3) pn.skip = dupload(dt, sk), pn.bias = dupload(dt, bias), pn.sum = dpoisoned(dt, K);
+    std::vector<int64_t> Ns(pair ? 2 : 1, N);
+    pro_mats gm = pro_matrices(dt, K, Ns, xn);
+    std::vector<std::vector<double>> &yref = gm.yref;
+    gops_fuse tl; /* gelu(y0) * (y1 of the pair, or the layer's input) */
+    memset(&tl, 0, sizeof tl);
+    tl.rank = 1, tl.dims[0] = N, tl.y_dtype = dt, tl.n_ins = 2, tl.n_leaf = 2;
+    tl.leaf[0] = gm.dy[0], tl.leaf_dtype[0] = dt, tl.st[0][0] = 1;
+    tl.leaf[1] = pair ? gm.dy[1] : dupload(dt, ple), tl.leaf_dtype[1] = dt, tl.st[1][0] = 1;
+    tl.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+    tl.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+    std::vector<double> tref;
+    for (int64_t r = 0; r < N; r++)
+        tref.push_back(round_to(dt, round_to(dt, (float)gelu_tanh_ref(round_to(dt, (float)yref[0][r]))) *
+                                        (pair ? round_to(dt, (float)yref[1][r]) : ple[r])));
+    const char *name = form == 1 ? "gemv rows, compact chain prologue, x = c, gelu*mul"
+                       : form == 2 ? "gemv rows, compact chain prologue, norm, gelu*mul"
+                                   : "gemv rows pair, compact chain prologue, skip norm, gelu*mul";
+    std::string shape = gm.shape + (store_c ? "" : ", c not stored");
+    std::vector<double> cref(c.begin(), c.end()), sref(t.begin(), t.end());
+    for (int rep = 0; rep < 2; rep++) {
+        f.y = store_c ? dpoisoned(dt, K) : NULL;
+        tl.y = dpoisoned(dt, N);
+        for (size_t j = 0; j < Ns.size(); j++) CK(gcuda_fill_nan(dt, gm.dy[j], Ns[j], NULL, &E));
+        CK(gcuda_gemv_rows_chain_pro_tail(dt, &f, form == 1 ? NULL : &pn, gm.dw.data(), gm.dy.data(), Ns.data(),
+                                          (int)Ns.size(), K, &tl, pair, NULL, &E));
+        std::string sh = shape + (rep ? " again" : "");
+        if (store_c) check(name, sh + " c", dt, ddown(dt, f.y, K), cref);
+        if (form == 3) check(name, sh + " sum", dt, ddown(dt, pn.sum, K), sref);
+        for (size_t j = 0; j < Ns.size(); j++) check(name, sh + fmt(" y%d", (int)j), dt, ddown(dt, gm.dy[j], Ns[j]), yref[j]);
+        check(name, sh + " tail", dt, ddown(dt, tl.y, N), tref);
+    }
+    /* refused: a chain the compact form does not take; the same call in fp32 */
+    pro_chain lp = make_pro_chain(dt, K, true);
+    lp.f.y = NULL;
+    graft_status st = gcuda_gemv_rows_chain_pro_tail(dt, &lp.f, form == 1 ? NULL : &pn, gm.dw.data(), gm.dy.data(),
+                                                     Ns.data(), (int)Ns.size(), K, &tl, pair, NULL, &E);
+    check(name, shape + ", tanh,add,mul,sub refused", dt, {st == GRAFT_EUNSUPPORTED ? 0.0f : 1.0f}, {0.0});
+    f.y_dtype = tl.y_dtype = f.leaf_dtype[0] = GRAFT_DTYPE_FLOAT;
+    st = gcuda_gemv_rows_chain_pro_tail(GRAFT_DTYPE_FLOAT, &f, form == 1 ? NULL : &pn, gm.dw.data(), gm.dy.data(),
+                                        Ns.data(), (int)Ns.size(), K, &tl, pair, NULL, &E);
+    check(name, shape + ", fp32 refused", dt, {st == GRAFT_EUNSUPPORTED ? 0.0f : 1.0f}, {0.0});
     release_all();
 }
 
@@ -2633,6 +2727,70 @@ static void epi_lab(double copy_gbs)
                Kp, K, us[3], us[4]);
     }
     release_all();
+    /* the two other norm-headed chains of a layer, by the producer's last
+     * block (the default) against the consumer's compact chain prologue
+     * (gcuda_gemv_rows_chain_pro_tail): down (K 6144) with its post-norm
+     * and residual add, then the per-layer-input gate (N 256, gelu * the
+     * layer's input); o (K 2048) with its post-norm, then the skip norm
+     * before the gate/up pair (N 6144, gelu(gate) * up) */
+    {
+        const int H = 1536;
+        for (int which = 0; which < 2; which++) {
+            const int Kprod = which ? 2048 : 6144, Nc = which ? 6144 : 256, nm = which ? 2 : 1;
+            void *wp = dalloc((size_t)Kprod * H * es), *xp = dalloc((size_t)Kprod * es), *yp = dalloc((size_t)H * es),
+                 *c = dalloc((size_t)H * es), *g = dalloc((size_t)H * es), *r = dalloc((size_t)H * es),
+                 *sky = dalloc((size_t)H * es), *sks = dalloc((size_t)H * es), *lay = dalloc((size_t)Nc * es),
+                 *out = dalloc((size_t)Nc * es);
+            void *wc[2], *yc[2];
+            for (int j = 0; j < nm; j++) {
+                wc[j] = dalloc((size_t)H * Nc * es), yc[j] = dalloc((size_t)Nc * es);
+                dinit(dt, wc[j], (size_t)H * Nc, g_seed++);
+            }
+            unsigned *ctr = (unsigned *)dalloc(sizeof(unsigned));
+            CUCK(cudaMemset(ctr, 0, sizeof(unsigned)));
+            dinit(dt, wp, (size_t)Kprod * H, g_seed++), dinit(dt, xp, Kprod, g_seed++), dinit(dt, g, H, 2u),
+                dinit(dt, r, H, 3u), dinit(dt, lay, Nc, 4u);
+            double us[2];
+            for (int v = 0; v < 2; v++)
+                us[v] = graph_us([&](int i, gcuda_stream st) {
+                    gops_fuse f; /* the producer's chain: RMSNorm(yp) * g (+ r: down's residual add) */
+                    memset(&f, 0, sizeof f);
+                    f.rank = 1, f.dims[0] = H, f.y = c, f.y_dtype = dt, f.n_leaf = 3;
+                    f.leaf[0] = yp, f.leaf_dtype[0] = dt, f.st[0][0] = 1;
+                    f.leaf[1] = g, f.leaf_dtype[1] = dt, f.st[1][0] = 1;
+                    f.leaf[2] = r, f.leaf_dtype[2] = dt, f.st[2][0] = 1;
+                    f.norm_dim = H, f.gamma = g, f.eps = 1e-6f, f.norm_dtype = dt;
+                    if (!which) f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_ADD, 2, 0, dt, 0, 0};
+                    gops_fuse tl; /* the consumer's: gelu(y0) * (the layer's input, or up) */
+                    memset(&tl, 0, sizeof tl);
+                    tl.rank = 1, tl.dims[0] = Nc, tl.y = out, tl.y_dtype = dt, tl.n_ins = 2, tl.n_leaf = 2;
+                    tl.leaf[0] = yc[0], tl.leaf_dtype[0] = dt, tl.st[0][0] = 1;
+                    tl.leaf[1] = which ? yc[1] : lay, tl.leaf_dtype[1] = dt, tl.st[1][0] = 1;
+                    tl.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
+                    tl.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
+                    gops_rows_norm pn = {}; /* o's: the skip norm of c + r */
+                    pn.skip = r, pn.gamma = g, pn.sum = sks, pn.eps = 1e-6f;
+                    const void *wcc[2] = {wc[0], wc[1]};
+                    const int64_t Nn[2] = {Nc, Nc};
+                    if (v == 0) {
+                        if (which) f.sk_x = r, f.sk_gamma = g, f.sk_y = sky, f.sk_sum = sks, f.sk_eps = 1e-6f;
+                        CK(gcuda_gemv_rows_tail(dt, xp, wp, yp, Kprod, H, &f, ctr, st, &E));
+                        if (which) CK(gcuda_gemv_rows_pair_tail(dt, sky, wc[0], wc[1], yc[0], yc[1], H, Nc, &tl, st, &E));
+                        else CK(gcuda_gemv_rows_tail(dt, c, wc[0], yc[0], H, Nc, &tl, NULL, st, &E));
+                    } else {
+                        CK(gcuda_gemv_rows(dt, xp, wp, yp, Kprod, H, st, &E));
+                        CK(gcuda_gemv_rows_chain_pro_tail(dt, &f, which ? &pn : NULL, wcc, yc, Nn, nm, H, &tl, which,
+                                                          st, &E));
+                    }
+                    (void)i;
+                }, 20, 7);
+            printf("\n%s (K %d, N %d) then %s (K %d, N %d%s), us a pair of launches:\n| its chain by its last block |"
+                   " plain, then the compact chain prologue |\n|---:|---:|\n| %.2f | %.2f |\n", which ? "o" : "down",
+                   Kprod, H, which ? "the gate/up pair" : "the per-layer-input gate", H, Nc, which ? " each" : "",
+                   us[0], us[1]);
+            release_all();
+        }
+    }
 }
 
 /* ------------------------------------------------------------ main */
@@ -2738,6 +2896,15 @@ int main(int argc, char **argv)
         test_gemv_chain_pro(dt, 2048, {512});
         test_gemv_chain_pro(dt, 1001, {300}); /* the scalar kernel */
         test_gemv_chain_pro(dt, 1536, {2048, 256, 256}, true);
+        if (gcuda_dtype_size(dt) == 2) {
+            test_gemv_chain_pro_tail(dt, 1536, 1, 256, true); /* E2B's per-layer-input gate after down */
+            test_gemv_chain_pro_tail(dt, 1536, 1, 300, false);
+            test_gemv_chain_pro_tail(dt, 1536, 2, 256, true);
+            test_gemv_chain_pro_tail(dt, 1536, 3, 1024, true); /* the gate/up pair after o */
+            test_gemv_chain_pro_tail(dt, 2048, 3, 600, false);
+            test_gemv_chain_pro_tail(dt, 64, 3, 128, true); /* the gemma4 fixtures' sizes: most threads hold none */
+            test_gemv_chain_pro_tail(dt, 64, 1, 16, false);
+        }
         if (!quick) {
             test_gemv(dt, 1536, 8960);
             test_gemv(dt, 8960, 1536);
