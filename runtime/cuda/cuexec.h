@@ -258,6 +258,7 @@ struct cx_exec {
     size_t n_pros;                  /* norms computed by the GEMV after them */
     size_t n_tail_skips;            /* skip norms run after a GEMV's chain, in its launch */
     size_t n_cpros;                 /* chains computed by the GEMV after them, before its norm */
+    int cpro_mode;                  /* GRAFT_CUDA_FUSE_CPRO: 0 off, 1 the first form, 2 all (fuse.c, plan_chain_pro) */
     size_t n_rope_pairs;            /* RotaryEmbeddings launched with the one before them */
     size_t n_attn_preps;            /* Attentions whose decode kernel may do their q/k rotaries (v norm) */
     size_t n_attn_took[3];          /* ... that did the q rotary, the k rotary, the v norm, last run */
@@ -351,7 +352,9 @@ graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err);
  * to it this run; 0 otherwise. */
 int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn);
 /* MatMul cn will not compute its norm this run after all: the norm runs now
- * (its output then holds the values; a no-op when it did not defer). */
+ * (its output then holds the values; a no-op when it did not defer), and
+ * before it the chain that deferred to cn (cpro) too; without a norm, that
+ * chain alone. */
 graft_status cx_pro_materialize(cx_exec *x, cx_node *cn, graft_error *err);
 /* A fuse 4 node: nothing when its MatMul ran its chain this run, else the chain. */
 graft_status cx_tail_follow(cx_exec *x, cx_node *cn, graft_error *err);

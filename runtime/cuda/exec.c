@@ -1726,7 +1726,7 @@ static const char *cx_describe(rt_backend *b)
     }
     if (x->n_cpros) {
         size_t l = strlen(fz);
-        snprintf(fz + l, sizeof fz - l, "; %zu chains by the GEMV after them, before its norm", x->n_cpros);
+        snprintf(fz + l, sizeof fz - l, "; %zu chains by the GEMV after them, in its prologue", x->n_cpros);
     }
     if (x->n_tail_skips) {
         size_t l = strlen(fz);

@@ -361,6 +361,9 @@ static void plan_siblings(cx_exec *x)
 }
 
 static graft_status fuse_build(cx_exec *x, cx_node *cn, gops_fuse *gp, graft_error *err);
+static graft_status cx_cpro_gemv(cx_exec *x, cx_node *h, int dtype, const gops_rows_norm *pn, const void *const *w,
+                                 void *const *y, const int64_t *N, int n, int64_t K, const gops_fuse *tail, int pair,
+                                 int *done, graft_error *err);
 
 /* Elements of a chain's output. */
 static int64_t fuse_numel(const gops_fuse *f)
@@ -385,9 +388,14 @@ static graft_status pair_tail(cx_exec *x, cx_node *cn, cx_val *a, const void *co
     if (fuse_numel(&f) != N[0] || f.norm_dim) return GRAFT_OK;
     int first = t->fz->leaf[0] == g->m[0]->n.out[0] ? 0 : 1; /* the chain's leaf 0 */
     gops_rows_norm pn;
-    if (cn->pro && cx_pro_args(x, cn, &pn)) {
-        const void *wp[2] = {w[first], w[1 - first]};
-        void *yp[2] = {y[first], y[1 - first]};
+    const void *wp[2] = {w[first], w[1 - first]};
+    void *yp[2] = {y[first], y[1 - first]};
+    int cdone = 0;
+    if (cn->pro && cx_pro_args(x, cn, &pn) && /* the chain before the norm, when it deferred too (form B) */
+        (rc = cx_cpro_gemv(x, cn, a->t.dtype, &pn, wp, yp, N, 2, K, &f, 1, &cdone, err)) != GRAFT_OK)
+        return rc;
+    if (cdone) {
+    } else if (cn->pro && cx_pro_args(x, cn, &pn)) {
         rc = gcuda_gemv_rows_fused(a->t.dtype, &pn, wp, yp, N, 2, K, &f, NULL, 1, (gcuda_stream)x->stream, err);
     } else {
         rc = gcuda_gemv_rows_pair_tail(a->t.dtype, a->d, w[first], w[1 - first], y[first], y[1 - first], K, N[0],
@@ -830,6 +838,15 @@ graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val 
     graft_status rc = fuse_build(x, t, &g, err);
     if (rc != GRAFT_OK) return rc;
     if (fuse_numel(&g) != N || (g.norm_dim && g.norm_dim != N)) return GRAFT_OK; /* broadcast past y: alone */
+    if (!g.norm_dim && cn->cpro) { /* form A: the chain that makes a, computed first */
+        const void *w = b->d;
+        void *yp = y->d;
+        if ((rc = cx_cpro_gemv(x, cn, a->t.dtype, NULL, &w, &yp, &N, 1, K, &g, 0, done, err)) != GRAFT_OK) return rc;
+        if (*done) {
+            t->mm_run = x->run_no;
+            return GRAFT_OK;
+        }
+    }
     unsigned *counter = NULL;
     if (g.norm_dim && !(counter = cx_workspace(x, cn, sizeof *counter, err))) return err->code;
     if (g.norm_dim && t->tail_skip && (rc = skip_args(x, t, t->tail_skip, &g, err)) != GRAFT_OK) return rc;
@@ -1200,7 +1217,11 @@ graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err)
 
 graft_status cx_pro_materialize(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    cx_node *r = cn->pro;
+    cx_node *r = cn->pro, *t = cn->cpro;
+    if (!r && t && t->fuse == 7 && t->mm_run == x->run_no) { /* form A: the chain, which made cn's x */
+        t->mm_run = 0;
+        return cx_fuse_run(x, t, err);
+    }
     if (!r || r->fuse != 5 || r->mm_run != x->run_no) return GRAFT_OK;
     r->mm_run = 0;
     graft_status rc = cpro_materialize(x, r, err);
@@ -1223,24 +1244,58 @@ int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)
     return 1;
 }
 
-/* Chain prologues (GRAFT_CUDA_FUSE_CPRO=1; off by default: E2B's step
- * measured ~110 us slower with it, bench/RESULTS.md session 16): a
- * norm-headed tail t (fuse 4, without a skip norm after it) of a single
- * weight MatMul m, whose output c the prologue norm r (fuse 5, an
- * RMSNormalization) of the GEMV(s) h reads, every other reader of c coming
- * after h: t's chain is computed by h's blocks before r's norm
- * (gcuda_gemv_rows_chain_pro; block 0 stores c) instead of by m's last
- * block, and m runs as a plain GEMV. Gemma's per-layer-input projection:
- * its post-norm, residual add and scale, read by the next layer's input
- * norm and q/k/v. t becomes fuse 7 (cx_cpro_follow). With
- * GRAFT_CUDA_ROWS_V8=2 a 2-byte chain of up to 3 add/sub/mul/cast
- * instructions runs in the prologue's compact form (rows_chain_pro_compact,
- * about 22 KB of kernel code against 559 KB with the general chain). */
+/* Chain prologues (GRAFT_CUDA_FUSE_CPRO=1 or 2; off by default: E2B's
+ * step measured ~110 us slower with the first form, bench/RESULTS.md
+ * session 16): a norm-headed tail t (fuse 4) of a single weight MatMul m,
+ * whose output c the GEMV(s) h after it read, every other reader of c
+ * coming after h: t's chain is computed by h's blocks before h's own
+ * prologue (gcuda_gemv_rows_chain_pro; block 0 stores c) instead of by m's
+ * last block, and m runs as a plain GEMV; t becomes fuse 7
+ * (cx_cpro_follow). The forms:
+ *   C (=1 and =2): c read by the prologue norm r (fuse 5, an
+ *     RMSNormalization) of h: Gemma's per-layer-input projection's
+ *     post-norm, residual add and scale, before the next layer's input norm
+ *     and q/k/v. With =1 the chain runs in the general form (the compact
+ *     one under GRAFT_CUDA_ROWS_V8=2), with =2 in the compact one where it
+ *     fits (rows_chain_pro_compact, about 22 KB of kernel code against 559
+ *     KB with the general chain).
+ *   A (=2): c is the x of a single MatMul h with a per-element chain of its
+ *     own (plan_tails) and no prologue: down's post-norm and residual add
+ *     before the per-layer-input gate (gelu * the layer's input).
+ *   B (=2): t's skip norm s (plan_tail_skip, fuse 6: o's post-norm, then
+ *     the skip norm before the MLP) read only by a gate/up pair h with its
+ *     chain: s becomes h's prologue norm (fuse 5) instead, h computing c,
+ *     then the skip norm of c and the residual (its sum stored by block 0),
+ *     then the pair.
+ * A and B take the compact form only (gcuda_gemv_rows_chain_pro_tail); a
+ * chain or operands it refuses at a run are computed by their own nodes
+ * then (cpro_gemv). */
+static int cpro_after(cx_exec *x, const rt_tensor *c, const cx_node *skip, size_t hi)
+{
+    for (size_t k = 0; k < x->n_nodes; k++) {
+        const cx_node *q = &x->nodes[k];
+        for (int j = 0; q != skip && j < q->n.n_in; j++)
+            if (q->n.in[j] == c && k <= hi) return 0;
+    }
+    return 1;
+}
+
+static void cpro_plan(cx_exec *x, cx_node *m, cx_node *t, cx_node *h)
+{
+    m->mt = NULL;
+    x->n_tails--;
+    t->fuse = 7;
+    t->cpro = h;
+    h->cpro = t;
+    x->n_cpros++;
+}
+
 static void plan_chain_pro(cx_exec *x)
 {
     const char *e = getenv("GRAFT_CUDA_FUSE_CPRO");
-    if (!e || strcmp(e, "1")) return;
-    for (size_t i = 0; i < x->n_nodes; i++) {
+    x->cpro_mode = e && !strcmp(e, "1") ? 1 : e && !strcmp(e, "2") ? 2 : 0;
+    if (!x->cpro_mode) return;
+    for (size_t i = 0; i < x->n_nodes; i++) { /* C */
         cx_node *r = &x->nodes[i], *h = r->pro;
         if (r->fuse != 5 || !h || h->mt || h->cpro || !strcmp(graft_node_domain(r->n.src), "com.microsoft"))
             continue;
@@ -1248,42 +1303,79 @@ static void plan_chain_pro(cx_exec *x)
         if (!t || t->fuse != 4 || !t->fz || !t->fz->norm || t->tail_skip || t->n.out[0] != r->n.in[0]) continue;
         cx_node *m = producer(x, t->fz->leaf[0]);
         if (!m || m->mt != t || m->mm) continue;
+        if (!cpro_after(x, t->n.out[0], r, (size_t)(h - x->nodes)) || !(t->fz->built = calloc(1, sizeof *t->fz->built)))
+            continue;
+        cpro_plan(x, m, t, h);
+    }
+    if (x->cpro_mode != 2) return;
+    for (size_t i = 0; i < x->n_nodes; i++) { /* A and B */
+        cx_node *m = &x->nodes[i], *t = m->mt;
+        if (!t || m->mm || t->fuse != 4 || !t->fz || !t->fz->norm || t->fz->leaf[0] != m->n.out[0]) continue;
+        cx_node *s = t->tail_skip;
+        const rt_tensor *c = t->n.out[0], *hx = s ? s->n.out[0] : c; /* h's x */
+        cx_val *hv = cx_v((rt_tensor *)hx);
+        cx_node *h = NULL;
+        for (size_t k = i + 1; k < x->n_nodes && !h; k++) /* the first reader of hx */
+            for (int j = 0; j < x->nodes[k].n.n_in && !h; j++)
+                if (x->nodes[k].n.in[j] == hx) h = &x->nodes[k];
+        if (!h || h->n.in[0] != hx || !weight_matmul(h) || !h->mt || h->pro || h->cpro || h->seq) continue;
         const size_t hi = (size_t)(h - x->nodes);
-        int ok = 1;
-        for (size_t k = 0; k < x->n_nodes && ok; k++) {
-            const cx_node *q = &x->nodes[k];
-            for (int j = 0; q != r && j < q->n.n_in && ok; j++) ok = q->n.in[j] != t->n.out[0] || k > hi;
+        if (!s) { /* A: a single MatMul with a per-element chain */
+            if (h->mm || !h->mt->fz || h->mt->fz->norm || !cpro_after(x, c, h, hi)) continue;
+        } else { /* B: a gate/up pair with its chain, the skip norm's x read by the two alone */
+            const rt_node *n = &s->n;
+            if (h->mm != 1 || !h->mg || h->mg->n != 2 || hv->n_readers != 2 || h->mg->m[1]->n.in[0] != hx) continue;
+            int ok = 1;
+            for (int j = 1; j < 3 && ok; j++) ok = j >= n->n_out || !n->out[j] || !cx_v(n->out[j])->n_readers;
+            if (ok && n->n_out > 3 && n->out[3]) ok = cpro_after(x, n->out[3], NULL, hi);
+            if (!ok) continue;
         }
-        if (!ok || !(t->fz->built = calloc(1, sizeof *t->fz->built))) continue;
-        m->mt = NULL;
-        x->n_tails--;
-        t->fuse = 7;
-        t->cpro = h;
-        h->cpro = t;
-        x->n_cpros++;
+        if (!(t->fz->built = calloc(1, sizeof *t->fz->built))) continue;
+        if (s) {
+            t->tail_skip = NULL;
+            x->n_tail_skips--;
+            s->fuse = 5;
+            s->pro = h;
+            h->pro = s;
+            x->n_pros++;
+        }
+        cpro_plan(x, m, t, h);
     }
 }
 
 /* Whether the GEMV(s) after fuse 7 tail t compute its chain g this run: as
- * cx_pro_norm will decide for their norm, with the chain's row as their K
- * (at most GCUDA_CHAIN_PRO_MAX_K) and of their dtype. */
+ * cx_pro_norm will decide for their norm (when they have one), with the
+ * chain's row as their K (at most GCUDA_CHAIN_PRO_MAX_K) and of their
+ * dtype; in the compact form where it must be (forms A and B, and C
+ * under =2 preferring it). */
 static int cpro_ready(cx_exec *x, cx_node *t, const gops_fuse *g)
 {
     cx_node *h = t->cpro, *r = h ? h->pro : NULL;
-    if (!r || x->no_gemv || !pro_weights_rows(h)) return 0;
+    if (!h || x->no_gemv || !pro_weights_rows(h)) return 0;
     const int64_t K = g->norm_dim;
     if (K <= 0 || K > GCUDA_CHAIN_PRO_MAX_K || fuse_numel(g) != K || g->rank < 1 || g->dims[g->rank - 1] != K)
         return 0;
-    cx_val *gm = cx_in(r, 1);
-    if (!gm || !gm->t.present || (int64_t)gm->t.numel != K || gm->t.dtype != g->y_dtype) return 0;
-    const int ax = (int)rt_attr_int(&r->n, "axis", -1);
-    if (ax != -1 && ax != g->rank - 1) return 0;
+    int skip = 0;
+    if (r) {
+        cx_val *a, *gm, *sk, *bias;
+        skip = pro_operands(r, &a, &gm, &sk, &bias);
+        if (!gm || !gm->t.present || (int64_t)gm->t.numel != K || gm->t.dtype != g->y_dtype) return 0;
+        if (skip) {
+            cx_val *o = r->n.in[0] == t->n.out[0] ? sk : a; /* the skip norm's other operand */
+            if (!o || !o->t.present || (int64_t)o->t.numel != K || o->t.dtype != g->y_dtype ||
+                (bias && ((int64_t)bias->t.numel != K || bias->t.dtype != g->y_dtype)))
+                return 0;
+        } else {
+            const int ax = (int)rt_attr_int(&r->n, "axis", -1);
+            if (ax != -1 && ax != g->rank - 1) return 0;
+        }
+    }
     const int n = h->mm == 1 && h->mg ? h->mg->n : 1;
     for (int j = 0; j < n; j++) {
         cx_val *b = cx_in(n > 1 ? h->mg->m[j] : h, 1);
         if (!b || b->t.rank != 2 || b->t.dims[0] != K || b->t.dtype != g->y_dtype) return 0;
     }
-    return 1;
+    return !(skip || !r || h->mt) || gcuda_gemv_rows_chain_pro_fits(g->y_dtype, g);
 }
 
 graft_status cx_cpro_follow(cx_exec *x, cx_node *cn, graft_error *err)
@@ -1309,11 +1401,45 @@ static graft_status cpro_materialize(cx_exec *x, cx_node *r, graft_error *err)
     return cx_fuse_run(x, t, err);
 }
 
+/* h's GEMV(s) of w/y/N with the chain that deferred to it this run (fuse
+ * 7, h->cpro) as their prologue, then the norm pn (NULL: none, form A)
+ * and the tail (NULL: none; pair: the gate/up pair's): 1 in *done when it
+ * ran; 0 when nothing deferred, or when the launch refused the form (the
+ * chain and the norm then ran themselves, cx_pro_materialize). */
+static graft_status cx_cpro_gemv(cx_exec *x, cx_node *h, int dtype, const gops_rows_norm *pn, const void *const *w,
+                                 void *const *y, const int64_t *N, int n, int64_t K, const gops_fuse *tail, int pair,
+                                 int *done, graft_error *err)
+{
+    cx_node *t = h->cpro;
+    *done = 0;
+    if (!t || t->fuse != 7 || t->mm_run != x->run_no) return GRAFT_OK;
+    gops_rows_norm p2;
+    memset(&p2, 0, sizeof p2);
+    if (pn) { /* a skip norm: its operand other than c (x, or skip when c is x) */
+        p2 = *pn;
+        if (p2.skip && p2.skip == cx_v(t->n.out[0])->d) p2.skip = p2.x;
+        p2.x = NULL;
+    }
+    const gcuda_stream s = (gcuda_stream)x->stream;
+    graft_status rc = x->cpro_mode == 1 ? gcuda_gemv_rows_chain_pro(dtype, t->fz->built, &p2, w, y, N, n, K, s, err)
+                                        : gcuda_gemv_rows_chain_pro_tail(dtype, t->fz->built, pn ? &p2 : NULL, w, y,
+                                                                         N, n, K, tail, pair, s, err);
+    if (rc == GRAFT_EUNSUPPORTED) { /* operands the compact form refuses: the chain and the norm run themselves */
+        memset(err, 0, sizeof *err);
+        return cx_pro_materialize(x, h, err);
+    }
+    if (rc == GRAFT_OK) *done = 1;
+    return rc;
+}
+
 graft_status cx_pro_gemv(cx_exec *x, cx_node *cn, int dtype, const gops_rows_norm *pn, const void *const *w,
                          void *const *y, const int64_t *N, int n, int64_t K, graft_error *err)
 {
-    const cx_node *t = cn->cpro;
-    if (t && t->mm_run == x->run_no) /* the chain before the norm deferred too: as its turn built it */
-        return gcuda_gemv_rows_chain_pro(dtype, t->fz->built, pn, w, y, N, n, K, (gcuda_stream)x->stream, err);
+    int done = 0;
+    graft_status rc = cx_cpro_gemv(x, cn, dtype, pn, w, y, N, n, K, NULL, 0, &done, err);
+    if (rc != GRAFT_OK || done) return rc;
+    gops_rows_norm p2;
+    if (!cx_pro_args(x, cn, &p2)) /* materialized just now: x holds the norm */
+        return gcuda_gemv_rows_multi(dtype, cx_in(cn, 0)->d, w, y, N, n, K, (gcuda_stream)x->stream, err);
     return gcuda_gemv_rows_fused(dtype, pn, w, y, N, n, K, NULL, NULL, 0, (gcuda_stream)x->stream, err);
 }

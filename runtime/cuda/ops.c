@@ -413,6 +413,7 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
                 rc = cx_tail_gemv(x, cn, a, b, y, &done, err);
                 if (rc != GRAFT_OK || done) return rc;
             }
+            TRY(cx_pro_materialize(x, cn, err)); /* a chain that deferred to this GEMV (cpro) and did not run */
             return gcuda_gemv_rows(a->t.dtype, a->d, b->d, y->d, K, N, STRM(x), err);
         }
         return gops_gemm_bt(x->blas, a->t.dtype, nA * M, N, K, a->d, 0, b->d, 0, y->d, 0, 1, STRM(x), err);
