@@ -20,7 +20,9 @@
  * two (gate, up) may run as a pair, row r of both read by the same
  * threads, with the chain over both outputs (EPI 3). x may be the output
  * of an RMSNorm or skip RMSNorm that every block computes first (PRO 1, 2:
- * gcuda_gemv_rows_fused). */
+ * gcuda_gemv_rows_fused), or, before such a norm or as x itself, the
+ * norm-headed chain over the previous GEMV's output (PRO 3, the general
+ * chain; PRO 4, the compact one: gcuda_gemv_rows_chain_pro(_tail)). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,12 +56,12 @@ typedef struct rows_compact {
 
 /* A norm-headed chain over the K elements of the GEMV's x, in the compact
  * form (rows_compact_plan), computed by every block of the GEMV that reads
- * its output (PRO 3: rows_chain_pro_compact), and the x it makes: */
+ * its output (PRO 4: rows_chain_pro_compact), and the x it makes: */
 #define RCP_C 1    /* x = c, the chain's output */
 #define RCP_NORM 2 /* x = the RMSNorm of c (rows_set.pro: gamma, eps) */
 #define RCP_SKIP 3 /* x = the skip RMSNorm of t = c + pro.skip (+ pro.bias); t stored to pro.sum by block 0 */
 typedef struct rows_cpro {
-    int x;                    /* RCP_*; 0: none (PRO 3 then runs the general chain, the kernel's tail) */
+    int x;                    /* RCP_*; 0: none (PRO 3, the general chain: the kernel's tail) */
     const void *src;          /* the chain's leaf 0: the row it normalises (the GEMV before's output) */
     const void *gamma;        /* its norm's gamma (NULL: none) */
     const void *leaf[RC_MAX]; /* instruction j's leaf */
@@ -81,7 +83,7 @@ typedef struct rows_set {
     int v8;         /* EPI 2: a 2-byte row by go_norm_chain_row_v8 where it applies (GRAFT_CUDA_ROWS_V8=0: not);
                      * 2: by rows_norm_compact (rows_compact_plan; GRAFT_CUDA_ROWS_V8=2) */
     rows_compact cc; /* v8 2: the chain as rows_norm_compact runs it */
-    rows_cpro cp;    /* PRO 3: the chain in the compact form (cp.x), else the general one (the tail) */
+    rows_cpro cp;    /* a chain prologue in the compact form (cp.x: PRO 4), else the general one (PRO 3: the tail) */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once); ef: with
@@ -189,7 +191,7 @@ template <typename T, int PRO> __device__ __forceinline__ float rows_t(const T *
 template <typename T, int PRO> __device__ __forceinline__ float rows_norm(const T *__restrict__ x, const rows_set &set,
                                                                           int K)
 {
-    if constexpr (PRO == 0 || PRO == 3) {
+    if constexpr (PRO == 0 || PRO >= 3) {
         return 1.0f;
     } else {
         __shared__ float scratch[32];
@@ -218,7 +220,7 @@ template <typename T, int PRO>
 __device__ __forceinline__ void rows_x(const T *__restrict__ x, const rows_set &set, float inv, int c, float *xf)
 {
     constexpr int V = 16 / (int)sizeof(T);
-    if constexpr (PRO == 3) { /* x: the block's own, in shared memory */
+    if constexpr (PRO >= 3) { /* x: the block's own, in shared memory */
         gc_unpack<T>(reinterpret_cast<const uint4 *>(x)[c], xf);
         return;
     }
@@ -245,13 +247,13 @@ __device__ __forceinline__ void rows_x(const T *__restrict__ x, const rows_set &
 template <typename T, int PRO> __device__ __forceinline__ float rows_x1(const T *__restrict__ x, const rows_set &set,
                                                                          float inv, int k)
 {
-    if constexpr (PRO == 3) return gc_f(x[k]);
+    if constexpr (PRO >= 3) return gc_f(x[k]);
     float t = rows_t<T, PRO>(x, set, k);
     if constexpr (PRO > 0) t = gc_f(gc_to<T>(t * inv * gc_f(((const T *)set.pro.gamma)[k])));
     return t;
 }
 
-/* PRO 3 with a compact chain (set.cp, rows_compact_plan; 2-byte rows of K
+/* PRO 4, the compact chain prologue (set.cp, rows_compact_plan; 2-byte rows of K
  * <= 8 ROWS_THREADS): every block computes c, the chain over cp.src, 8
  * contiguous elements a thread, its operands (the row, the chain's gamma
  * and leaves, the GEMV norm's gamma, the skip norm's skip and bias) loaded
@@ -261,7 +263,7 @@ template <typename T, int PRO> __device__ __forceinline__ float rows_x1(const T 
  * skip RMSNorm of c + skip (+ bias) (RCP_SKIP: the sum in fp32 as PRO 2's
  * rows_t, stored rounded to pro.sum by block 0). The block sums add in
  * another order than the separate kernels'. A prologue of a few kilobytes
- * of code (the general chain's interpreter makes the kernel 559 KB), and
+ * of code (the general chain's interpreter makes the kernel 546 KB), and
  * one memory latency for its operands. */
 template <typename T>
 __device__ __forceinline__ void rows_chain_pro_compact(const rows_set &set, int K, T *xs, float *scratch)
@@ -349,25 +351,23 @@ template <typename T> __device__ __forceinline__ void rows_chain_pro(const gops_
     __syncthreads();
 }
 
-/* The x the GEMV reads: as given, or (PRO 3) the block's own in shared
- * memory, computed here: by the compact chain (set.cp.x; 2-byte types,
- * the only form after which the kernel has a tail of its own, EPI 1 or
- * 3), or by the general one, the kernel's `tail` (rows_chain_pro; EPI 0).
- * After the wait for the kernel before. */
-template <typename T, int PRO, int EPI>
+/* The x the GEMV reads: as given, or the block's own in shared memory,
+ * computed here: by the general chain, the kernel's `tail` (PRO 3:
+ * rows_chain_pro; no tail of the GEMV's own), or by the compact one
+ * (PRO 4: set.cp, rows_chain_pro_compact; 2-byte types). After the wait
+ * for the kernel before. */
+template <typename T, int PRO>
 __device__ __forceinline__ const T *rows_pro_x(const T *x, const rows_set &set, int K, const gops_fuse &tail)
 {
-    if constexpr (PRO == 3) {
+    if constexpr (PRO >= 3) {
         extern __shared__ uint4 rows_xs[];
         T *xs = reinterpret_cast<T *>(rows_xs);
-        if constexpr (sizeof(T) == 2) {
+        if constexpr (PRO == 4 && sizeof(T) == 2) {
             __shared__ float scratch[32];
-            if (EPI != 0 || set.cp.x) {
-                rows_chain_pro_compact<T>(set, K, xs, scratch);
-                return xs;
-            }
+            rows_chain_pro_compact<T>(set, K, xs, scratch);
+        } else if constexpr (PRO == 3) {
+            rows_chain_pro<T>(tail, set, K, xs);
         }
-        if constexpr (EPI == 0) rows_chain_pro<T>(tail, set, K, xs);
         return xs;
     } else {
         return x;
@@ -500,9 +500,12 @@ template <int EPI, int PRO> __host__ __device__ constexpr bool rows_loops() { re
  * stream without a gap. Blocks an SM the compiler must allow: 6 for the
  * per-element kernels (39 registers), 4 for a last block's
  * (go_norm_chain_row_v8 would take 75-80 registers, 3 blocks: E2B 31 us
- * a step slower; held to 64, it spills a few bytes in the last block). */
+ * a step slower; held to 64, it spills a few bytes in the last block), 3
+ * for the compact chain prologue's (PRO 4: 80 registers, none spilled;
+ * 85-92 unbound; the general chain's, PRO 3, takes 124 and spills 150
+ * bytes held to 80, so it is not). */
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
-__global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 ? 6 : 5)
+__global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 ? 6 : 5)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
 {
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
@@ -524,7 +527,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 1 : EPI == 2 ? 4 : EP
         if (first) { /* after the first group's loads (rows_first) */
             gc_pdl_wait(); /* x is the kernel before's output */
             gc_pdl_trigger();
-            x = rows_pro_x<T, PRO, EPI>(x, set, K, tail);
+            x = rows_pro_x<T, PRO>(x, set, K, tail);
             inv = rows_norm<T, PRO>(x, set, K);
         }
         if constexpr (VEC) {
@@ -932,15 +935,15 @@ static bool rows_cpro_plan(const gops_fuse &f, const gops_rows_norm *pro, int dt
     return true;
 }
 
-/* PRO 3 kernels with a tail of their own (EPI 1, 3): 2-byte types only,
- * the compact chain (rows_cpro_plan); rows_run asks for no other. */
+/* The compact chain prologue's kernels (PRO 4; EPI 0, 1, 3): 2-byte types
+ * only (rows_cpro_plan); rows_run asks for no other. */
 template <typename T, int EPI>
 static cudaError_t rows_launch_cpro(bool vec, int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x,
                                     const rows_set &set, int K, const gops_fuse &tail, unsigned *counter)
 {
     if constexpr (sizeof(T) == 2) {
-        if (!vec) return rows_launch<T, ROWS_THREADS, 1, false, EPI, 3>(cfg, sms, x, set, K, tail, counter);
-        return rows_launch_vec<T, ROWS_UNROLL, EPI, 3>(tpr, cfg, sms, x, set, K, tail, counter);
+        if (!vec) return rows_launch<T, ROWS_THREADS, 1, false, EPI, 4>(cfg, sms, x, set, K, tail, counter);
+        return rows_launch_vec<T, ROWS_UNROLL, EPI, 4>(tpr, cfg, sms, x, set, K, tail, counter);
     } else {
         return cudaErrorInvalidValue;
     }
@@ -976,7 +979,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     set.l2ef = l2ef;
     set.v8 = v8 == 2 ? 1 : v8; /* 2 where the tail fits it, below */
     int64_t rows = 0;
-    int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain (then x: set.cp.x) */
+    int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain (set.cp.x: compact) */
     if (pchain) {
         const int64_t numel = go_fuse_ok(*pchain) ? go_fuse_numel(*pchain) : -1; /* -1: not well formed */
         /* the forms only the compact chain takes: x = c, a skip norm, a tail of the GEMV's own */
@@ -1115,6 +1118,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
             if (pk == 0) ROWS_EPI(0, 0);
             else if (pk == 1) ROWS_EPI(0, 1);
             else if (pk == 2) ROWS_EPI(0, 2);
+            else if (set.cp.x) e = rows_launch_cpro<T, 0>(vec, tpr, &cfg, sms, xt, set, Ki, tf, counter);
             else ROWS_EPI(0, 3);
         } else if (epi == 1) {
             if (pk == 3) e = rows_launch_cpro<T, 1>(vec, tpr, &cfg, sms, xt, set, Ki, tf, counter);

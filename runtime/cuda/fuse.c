@@ -1257,7 +1257,7 @@ int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)
  *     post-norm, residual add and scale, before the next layer's input norm
  *     and q/k/v. With =1 the chain runs in the general form (the compact
  *     one under GRAFT_CUDA_ROWS_V8=2), with =2 in the compact one where it
- *     fits (rows_chain_pro_compact, about 22 KB of kernel code against 559
+ *     fits (rows_chain_pro_compact, about 24 KB of kernel code against 546
  *     KB with the general chain).
  *   A (=2): c is the x of a single MatMul h with a per-element chain of its
  *     own (plan_tails) and no prologue: down's post-norm and residual add
