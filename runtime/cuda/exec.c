@@ -1143,6 +1143,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
     x->n_fast_attn = 0;
     x->n_fused_append = 0;
     x->n_attn_cluster = 0;
+    x->n_cpro_ran = 0;
     memset(x->n_attn_took, 0, sizeof x->n_attn_took);
     x->run_syncs = 0;
     bool prof = x->prof && x->prof != 3 && x->placed && x->graph_step && !x->capturing;
@@ -1726,7 +1727,8 @@ static const char *cx_describe(rt_backend *b)
     }
     if (x->n_cpros) {
         size_t l = strlen(fz);
-        snprintf(fz + l, sizeof fz - l, "; %zu chains by the GEMV after them, in its prologue", x->n_cpros);
+        snprintf(fz + l, sizeof fz - l, "; %zu chains by the GEMV after them, in its prologue (%zu did last run)",
+                 x->n_cpros, x->n_cpro_ran);
     }
     if (x->n_tail_skips) {
         size_t l = strlen(fz);

@@ -1428,7 +1428,10 @@ static graft_status cx_cpro_gemv(cx_exec *x, cx_node *h, int dtype, const gops_r
         memset(err, 0, sizeof *err);
         return cx_pro_materialize(x, h, err);
     }
-    if (rc == GRAFT_OK) *done = 1;
+    if (rc == GRAFT_OK) {
+        *done = 1;
+        x->n_cpro_ran++;
+    }
     return rc;
 }
 
