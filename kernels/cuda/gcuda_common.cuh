@@ -96,7 +96,14 @@ __device__ __forceinline__ void gc_pdl_wait()
 /* Every decode kernel calls gc_pdl_wait before gc_pdl_trigger (the lab's
  * l2_prefetch_dep_kernel aside), so when a kernel starts, the kernels two
  * or more launches before it have ended: what only they wrote may be read
- * before the wait (the weights, and gcuda_attn_decode_args.early). */
+ * before the wait (the weights, and gcuda_attn_decode_args.early). Except
+ * under GRAFT_CUDA_PDL_EARLY=1 (opt-in, a lab): a decode GEMV
+ * (gemv_rows_kernel) then triggers as it starts, so that the kernel after
+ * it starts and asks for its weights while the kernels before still run.
+ * What is read before the wait must then have been written before the
+ * step's kernels: the weights, and the older cache rows and lengths that
+ * gcuda_attn_decode_args.early reads. Data read after the wait is safe
+ * either way (a wait is for the kernel before, which waited in turn). */
 
 /* GRAFT_CUDA_PDL (read once, gcuda_core.cu): 0 plain launches; "gemv"
  * the decode GEMVs as programmatic dependents; "all" (the default) the
@@ -347,6 +354,14 @@ static inline int gc_env_on(const char *name)
 {
     const char *e = getenv(name);
     return !(e && !strcmp(e, "0"));
+}
+
+/* A lab switch that is off unless the variable is `val` (read once by
+ * each caller's static). */
+static inline int gc_env_is(const char *name, const char *val)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, val);
 }
 
 static inline unsigned gc_blocks(int64_t n, int threads, int64_t cap = 65535LL * 16)

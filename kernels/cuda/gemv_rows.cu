@@ -84,6 +84,7 @@ typedef struct rows_set {
                      * 2: by rows_norm_compact (rows_compact_plan; GRAFT_CUDA_ROWS_V8=2) */
     rows_compact cc; /* v8 2: the chain as rows_norm_compact runs it */
     rows_cpro cp;    /* a chain prologue in the compact form (cp.x: PRO 4), else the general one (PRO 3: the tail) */
+    int pdl_early;   /* GRAFT_CUDA_PDL_EARLY=1: the kernel after this one may start at once (gcuda_common.cuh) */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once); ef: with
@@ -510,6 +511,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
 {
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
     const int groups = (set.rows + RPB - 1) / RPB, lane = (int)threadIdx.x % TPR;
+    if (set.pdl_early) gc_pdl_trigger(); /* the next kernel's blocks may take the SMs left and ask for its weights */
     const uint64_t pol = rows_policy();
     const bool ef = set.l2ef;
     float inv = 1.0f;
@@ -977,6 +979,8 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         v8 = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "2") ? 2 : 1;
     }
     set.l2ef = l2ef;
+    static const int pdl_early = gc_env_is("GRAFT_CUDA_PDL_EARLY", "1");
+    set.pdl_early = pdl_early;
     set.v8 = v8 == 2 ? 1 : v8; /* 2 where the tail fits it, below */
     int64_t rows = 0;
     int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain (set.cp.x: compact) */
