@@ -937,17 +937,18 @@ static bool rows_cpro_plan(const gops_fuse &f, const gops_rows_norm *pro, int dt
     return true;
 }
 
-/* The compact chain prologue's kernels (PRO 4; EPI 0, 1, 3): 2-byte types
+/* The (EPI, PRO) kernel: the vector one at tpr threads a row, or the
+ * scalar one. The compact chain prologue's (PRO 4) exist for 2-byte types
  * only (rows_cpro_plan); rows_run asks for no other. */
-template <typename T, int EPI>
-static cudaError_t rows_launch_cpro(bool vec, int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x,
-                                    const rows_set &set, int K, const gops_fuse &tail, unsigned *counter)
+template <typename T, int EPI, int PRO>
+static cudaError_t rows_launch_epi(bool vec, int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x,
+                                   const rows_set &set, int K, const gops_fuse &tail, unsigned *counter)
 {
-    if constexpr (sizeof(T) == 2) {
-        if (!vec) return rows_launch<T, ROWS_THREADS, 1, false, EPI, 4>(cfg, sms, x, set, K, tail, counter);
-        return rows_launch_vec<T, ROWS_UNROLL, EPI, 4>(tpr, cfg, sms, x, set, K, tail, counter);
-    } else {
+    if constexpr (PRO == 4 && sizeof(T) != 2) {
         return cudaErrorInvalidValue;
+    } else {
+        if (!vec) return rows_launch<T, ROWS_THREADS, 1, false, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
+        return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO>(tpr, cfg, sms, x, set, K, tail, counter);
     }
 }
 
@@ -973,11 +974,8 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     rows_set set = {};
     set.n = n;
     static const int l2ef = gc_env_on("GRAFT_CUDA_L2EF"); /* the weights evict first from L2 (=0: loads as they default) */
-    static int v8 = -1; /* GRAFT_CUDA_ROWS_V8: unset 1, 0 the general row, 2 rows_norm_compact where it fits */
-    if (v8 < 0) {
-        const char *e = getenv("GRAFT_CUDA_ROWS_V8");
-        v8 = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "2") ? 2 : 1;
-    }
+    /* GRAFT_CUDA_ROWS_V8: unset 1, 0 the general row, 2 rows_norm_compact where it fits */
+    static const int v8 = gc_env_is("GRAFT_CUDA_ROWS_V8", "0") ? 0 : gc_env_is("GRAFT_CUDA_ROWS_V8", "2") ? 2 : 1;
     set.l2ef = l2ef;
     static const int pdl_early = gc_env_is("GRAFT_CUDA_PDL_EARLY", "1");
     set.pdl_early = pdl_early;
@@ -1077,13 +1075,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     if (pk == 3) cfg.dynamicSmemBytes = (size_t)K * es; /* x */
     const int Ki = (int)K;
     cudaError_t e = cudaSuccess;
-#define ROWS_EPI(EPI, PRO)                                                                                      \
-    do {                                                                                                       \
-        if (!vec)                                                                                              \
-            e = rows_launch<T, ROWS_THREADS, 1, false, EPI, PRO>(&cfg, sms, xt, set, Ki, tf, counter);         \
-        else                                                                                                   \
-            e = rows_launch_vec<T, ROWS_UNROLL, EPI, PRO>(tpr, &cfg, sms, xt, set, Ki, tf, counter);            \
-    } while (0)
+#define ROWS_EPI(EPI, PRO) e = rows_launch_epi<T, EPI, PRO>(vec, tpr, &cfg, sms, xt, set, Ki, tf, counter)
     if (unroll != ROWS_UNROLL && (epi || pk))
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d with a tail or a prologue", unroll);
     if (pk && (epi == 2 || (epi == 1 && pk != 3)))
@@ -1122,10 +1114,10 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
             if (pk == 0) ROWS_EPI(0, 0);
             else if (pk == 1) ROWS_EPI(0, 1);
             else if (pk == 2) ROWS_EPI(0, 2);
-            else if (set.cp.x) e = rows_launch_cpro<T, 0>(vec, tpr, &cfg, sms, xt, set, Ki, tf, counter);
+            else if (set.cp.x) ROWS_EPI(0, 4);
             else ROWS_EPI(0, 3);
         } else if (epi == 1) {
-            if (pk == 3) e = rows_launch_cpro<T, 1>(vec, tpr, &cfg, sms, xt, set, Ki, tf, counter);
+            if (pk == 3) ROWS_EPI(1, 4);
             else ROWS_EPI(1, 0);
         } else if (epi == 2) {
             ROWS_EPI(2, 0);
@@ -1133,7 +1125,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
             if (pk == 0) ROWS_EPI(3, 0);
             else if (pk == 1) ROWS_EPI(3, 1);
             else if (pk == 2) ROWS_EPI(3, 2);
-            else e = rows_launch_cpro<T, 3>(vec, tpr, &cfg, sms, xt, set, Ki, tf, counter);
+            else ROWS_EPI(3, 4);
         }
     });
 #undef ROWS_EPI

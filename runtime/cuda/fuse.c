@@ -390,17 +390,15 @@ static graft_status pair_tail(cx_exec *x, cx_node *cn, cx_val *a, const void *co
     gops_rows_norm pn;
     const void *wp[2] = {w[first], w[1 - first]};
     void *yp[2] = {y[first], y[1 - first]};
-    int cdone = 0;
-    if (cn->pro && cx_pro_args(x, cn, &pn) && /* the chain before the norm, when it deferred too (form B) */
-        (rc = cx_cpro_gemv(x, cn, a->t.dtype, &pn, wp, yp, N, 2, K, &f, 1, &cdone, err)) != GRAFT_OK)
-        return rc;
-    if (cdone) {
-    } else if (cn->pro && cx_pro_args(x, cn, &pn)) {
+    int cdone = 0, pro = cn->pro && cx_pro_args(x, cn, &pn);
+    /* the chain before the norm, when it deferred too (form B); where the launch refuses it, the chain and the
+     * norm run themselves and the pair reads the norm's output */
+    if (pro && (rc = cx_cpro_gemv(x, cn, a->t.dtype, &pn, wp, yp, N, 2, K, &f, 1, &cdone, err)) != GRAFT_OK) return rc;
+    if (!cdone && pro && cx_pro_args(x, cn, &pn))
         rc = gcuda_gemv_rows_fused(a->t.dtype, &pn, wp, yp, N, 2, K, &f, NULL, 1, (gcuda_stream)x->stream, err);
-    } else {
+    else if (!cdone)
         rc = gcuda_gemv_rows_pair_tail(a->t.dtype, a->d, w[first], w[1 - first], y[first], y[1 - first], K, N[0],
                                        &f, (gcuda_stream)x->stream, err);
-    }
     if (rc != GRAFT_OK) return rc;
     t->mm_run = x->run_no;
     *done = 1;

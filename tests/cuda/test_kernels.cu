@@ -1379,6 +1379,19 @@ struct pro_mats {
     std::vector<std::vector<double>> yref;
     std::string shape;
 };
+/* A GEMV prologue's x: the RMSNorm of row t (squares summed in fp64) times
+ * g, rounded to dt as the norm node stores it. */
+static std::vector<float> rms_ref(int dt, const std::vector<float> &t, const std::vector<float> &g, double eps)
+{
+    const size_t K = t.size();
+    double ss = 0;
+    for (size_t k = 0; k < K; k++) ss += (double)t[k] * t[k];
+    double inv = 1.0 / std::sqrt(ss / (double)K + eps);
+    std::vector<float> xn(K);
+    for (size_t k = 0; k < K; k++) xn[k] = round_to(dt, (float)(t[k] * inv * g[k]));
+    return xn;
+}
+
 static pro_mats pro_matrices(int dt, int K, const std::vector<int64_t> &Ns, const std::vector<float> &x)
 {
     pro_mats g;
@@ -1446,11 +1459,7 @@ static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns, bool lon
     gops_fuse &f = pc.f;
     const std::vector<float> &c = pc.c;
     auto g2 = rnd(dt, K, 0.5f, 1.5f);
-    std::vector<float> xn(K);
-    double ss2 = 0;
-    for (int k = 0; k < K; k++) ss2 += (double)c[k] * c[k];
-    double inv2 = 1.0 / std::sqrt(ss2 / K + 1e-5);
-    for (int k = 0; k < K; k++) xn[k] = round_to(dt, (float)(c[k] * inv2 * g2[k]));
+    std::vector<float> xn = rms_ref(dt, c, g2, 1e-5);
     gops_rows_norm pn = {};
     pn.gamma = dupload(dt, g2);
     pn.eps = 1e-5f;
@@ -1486,17 +1495,10 @@ static void test_gemv_chain_pro_tail(int dt, int K, int form, int64_t N, bool st
     gops_fuse &f = pc.f;
     const std::vector<float> &c = pc.c;
     auto g2 = rnd(dt, K, 0.5f, 1.5f), sk = rnd(dt, K), bias = rnd(dt, K, -0.5f, 0.5f), ple = rnd(dt, N);
-    std::vector<float> t(c), xn(K);
+    std::vector<float> t(c);
     if (form == 3)
         for (int k = 0; k < K; k++) t[k] = c[k] + sk[k] + bias[k];
-    if (form == 1) {
-        xn = c;
-    } else {
-        double ss = 0;
-        for (int k = 0; k < K; k++) ss += (double)t[k] * t[k];
-        double inv = 1.0 / std::sqrt(ss / K + 1e-5);
-        for (int k = 0; k < K; k++) xn[k] = round_to(dt, (float)(t[k] * inv * g2[k]));
-    }
+    std::vector<float> xn = form == 1 ? c : rms_ref(dt, t, g2, 1e-5);
     gops_rows_norm pn = {};
     pn.gamma = dupload(dt, g2);
     pn.eps = 1e-5f;
@@ -1549,14 +1551,9 @@ static void test_gemv_pro(int dt, int K, std::vector<int64_t> Ns, bool skip, boo
 {
     int n = (int)Ns.size();
     auto xin = rnd(dt, K, -2, 2), sk = rnd(dt, K), bias = rnd(dt, K, -0.5f, 0.5f), g = rnd(dt, K, 0.5f, 1.5f);
-    std::vector<float> t(K), xn(K);
-    double ss = 0;
-    for (int k = 0; k < K; k++) {
-        t[k] = skip ? xin[k] + sk[k] + bias[k] : xin[k];
-        ss += (double)t[k] * t[k];
-    }
-    double inv = 1.0 / std::sqrt(ss / K + 1e-6);
-    for (int k = 0; k < K; k++) xn[k] = round_to(dt, (float)(t[k] * inv * g[k]));
+    std::vector<float> t(K);
+    for (int k = 0; k < K; k++) t[k] = skip ? xin[k] + sk[k] + bias[k] : xin[k];
+    std::vector<float> xn = rms_ref(dt, t, g, 1e-6);
     gops_rows_norm pn = {};
     pn.x = dupload(dt, xin);
     pn.gamma = dupload(dt, g);
