@@ -1242,25 +1242,27 @@ int cx_pro_args(cx_exec *x, cx_node *cn, gops_rows_norm *pn)
     return 1;
 }
 
-/* Chain prologues (GRAFT_CUDA_FUSE_CPRO=1 or 2; off by default: E2B's
- * step measured ~110 us slower with the first form, bench/RESULTS.md
- * session 16): a norm-headed tail t (fuse 4) of a single weight MatMul m,
+/* Chain prologues (GRAFT_CUDA_FUSE_CPRO: unset 2, forms A and C; 0 off;
+ * 1 C in the general form, E2B's step ~110 us slower, bench/RESULTS.md
+ * session 16; 3 all three forms, E2B 426 -> 332 tok/s, form B's skip-norm
+ * pair held to the blocks that fit at once with one group's weights in
+ * flight a block, session 24; =2 measured 416 -> 422-426): a norm-headed tail t (fuse 4) of a single weight MatMul m,
  * whose output c the GEMV(s) h after it read, every other reader of c
  * coming after h: t's chain is computed by h's blocks before h's own
  * prologue (gcuda_gemv_rows_chain_pro; block 0 stores c) instead of by m's
  * last block, and m runs as a plain GEMV; t becomes fuse 7
  * (cx_cpro_follow). The forms:
- *   C (=1 and =2): c read by the prologue norm r (fuse 5, an
+ *   C (=1, 2, 3): c read by the prologue norm r (fuse 5, an
  *     RMSNormalization) of h: Gemma's per-layer-input projection's
  *     post-norm, residual add and scale, before the next layer's input norm
  *     and q/k/v. With =1 the chain runs in the general form (the compact
  *     one under GRAFT_CUDA_ROWS_V8=2), with =2 in the compact one where it
  *     fits (rows_chain_pro_compact, about 24 KB of kernel code against 546
  *     KB with the general chain).
- *   A (=2): c is the x of a single MatMul h with a per-element chain of its
+ *   A (=2, 3): c is the x of a single MatMul h with a per-element chain of its
  *     own (plan_tails) and no prologue: down's post-norm and residual add
  *     before the per-layer-input gate (gelu * the layer's input).
- *   B (=2): t's skip norm s (plan_tail_skip, fuse 6: o's post-norm, then
+ *   B (=3): t's skip norm s (plan_tail_skip, fuse 6: o's post-norm, then
  *     the skip norm before the MLP) read only by a gate/up pair h with its
  *     chain: s becomes h's prologue norm (fuse 5) instead, h computing c,
  *     then the skip norm of c and the residual (its sum stored by block 0),
@@ -1278,6 +1280,15 @@ static int cpro_after(cx_exec *x, const rt_tensor *c, const cx_node *skip, size_
     return 1;
 }
 
+/* Whether chain t's output is of a type the compact form takes (2 bytes):
+ * with =2 and =3 no other is planned, since a chain that does not fit it
+ * would run as its own kernel instead of by its GEMV's last block. */
+static int cpro_compact_type(const cx_node *t)
+{
+    const int dt = t->n.out[0]->dtype;
+    return dt == GRAFT_DTYPE_FLOAT16 || dt == GRAFT_DTYPE_BFLOAT16;
+}
+
 static void cpro_plan(cx_exec *x, cx_node *m, cx_node *t, cx_node *h)
 {
     m->mt = NULL;
@@ -1291,7 +1302,7 @@ static void cpro_plan(cx_exec *x, cx_node *m, cx_node *t, cx_node *h)
 static void plan_chain_pro(cx_exec *x)
 {
     const char *e = getenv("GRAFT_CUDA_FUSE_CPRO");
-    x->cpro_mode = e && !strcmp(e, "1") ? 1 : e && !strcmp(e, "2") ? 2 : 0;
+    x->cpro_mode = !e || !strcmp(e, "2") ? 2 : !strcmp(e, "1") ? 1 : !strcmp(e, "3") ? 3 : 0;
     if (!x->cpro_mode) return;
     for (size_t i = 0; i < x->n_nodes; i++) { /* C */
         cx_node *r = &x->nodes[i], *h = r->pro;
@@ -1300,15 +1311,17 @@ static void plan_chain_pro(cx_exec *x)
         cx_node *t = producer(x, r->n.in[0]);
         if (!t || t->fuse != 4 || !t->fz || !t->fz->norm || t->tail_skip || t->n.out[0] != r->n.in[0]) continue;
         cx_node *m = producer(x, t->fz->leaf[0]);
-        if (!m || m->mt != t || m->mm) continue;
+        if (!m || m->mt != t || m->mm || (x->cpro_mode >= 2 && !cpro_compact_type(t))) continue;
         if (!cpro_after(x, t->n.out[0], r, (size_t)(h - x->nodes)) || !(t->fz->built = calloc(1, sizeof *t->fz->built)))
             continue;
         cpro_plan(x, m, t, h);
     }
-    if (x->cpro_mode != 2) return;
-    for (size_t i = 0; i < x->n_nodes; i++) { /* A and B */
+    if (x->cpro_mode < 2) return;
+    for (size_t i = 0; i < x->n_nodes; i++) { /* A (and B under =3) */
         cx_node *m = &x->nodes[i], *t = m->mt;
-        if (!t || m->mm || t->fuse != 4 || !t->fz || !t->fz->norm || t->fz->leaf[0] != m->n.out[0]) continue;
+        if (!t || m->mm || t->fuse != 4 || !t->fz || !t->fz->norm || t->fz->leaf[0] != m->n.out[0] ||
+            !cpro_compact_type(t))
+            continue;
         cx_node *s = t->tail_skip;
         const rt_tensor *c = t->n.out[0], *hx = s ? s->n.out[0] : c; /* h's x */
         cx_val *hv = cx_v((rt_tensor *)hx);
@@ -1322,7 +1335,7 @@ static void plan_chain_pro(cx_exec *x)
             if (h->mm || !h->mt->fz || h->mt->fz->norm || !cpro_after(x, c, h, hi)) continue;
         } else { /* B: a gate/up pair with its chain, the skip norm's x read by the two alone */
             const rt_node *n = &s->n;
-            if (h->mm != 1 || !h->mg || h->mg->n != 2 || hv->n_readers != 2 || h->mg->m[1]->n.in[0] != hx) continue;
+            if (x->cpro_mode != 3 || h->mm != 1 || !h->mg || h->mg->n != 2 || hv->n_readers != 2 || h->mg->m[1]->n.in[0] != hx) continue;
             int ok = 1;
             for (int j = 1; j < 3 && ok; j++) ok = j >= n->n_out || !n->out[j] || !cx_v(n->out[j])->n_readers;
             if (ok && n->n_out > 3 && n->out[3]) ok = cpro_after(x, n->out[3], NULL, hi);
