@@ -85,6 +85,10 @@ typedef struct rows_set {
     rows_compact cc; /* v8 2: the chain as rows_norm_compact runs it */
     rows_cpro cp;    /* a chain prologue in the compact form (cp.x: PRO 4), else the general one (PRO 3: the tail) */
     int pdl_early;   /* GRAFT_CUDA_PDL_EARLY=1: the kernel after this one may start at once (gcuda_common.cuh) */
+    int epid;        /* EPI 1, 3 at TPR > 32: the first warp sums its rows' warp partials itself, one block barrier
+                      * fewer (GRAFT_CUDA_ROWS_EPID=1; not yet timed) */
+    int gpf;         /* PRO 1, 2: the norm's gamma (and bias) asked of L1 before the wait (GRAFT_CUDA_ROWS_GPF=1;
+                      * not yet timed) */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once); ef: with
@@ -431,6 +435,19 @@ __device__ __forceinline__ void rows_first(const rows_at &a, int K, int lane, bo
     }
 }
 
+/* PRO 1, 2 (set.gpf): the norm prologue's gamma (and bias), weights that
+ * predate the step, asked of L1 before the wait (gcuda_common.cuh), a
+ * 16-byte chunk a thread: the GEMV loop's rows_x then finds them there
+ * instead of waiting on L2 after the norm's sum. A hint: no value changes. */
+__device__ __forceinline__ void rows_gamma_prefetch(const rows_set &set, int K, int es)
+{
+    const int C = K * es / 16;
+    for (int c = (int)threadIdx.x; c < C; c += ROWS_THREADS) {
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const uint4 *>(set.pro.gamma) + c));
+        if (set.pro.bias) asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const uint4 *>(set.pro.bias) + c));
+    }
+}
+
 /* EPI 1, 3: row r's chain, its product y0 stored by the caller; a pair's
  * second product a1 (EPI 3) stored first, since the chain may read it (in a
  * layout other than the output's). Both GEMV kernels' epilogue. */
@@ -527,6 +544,8 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
         void *yb = at.y;
         float acc = 0.0f, acc2 = 0.0f;
         if (first) { /* after the first group's loads (rows_first) */
+            if constexpr (VEC && (PRO == 1 || PRO == 2))
+                if (set.gpf) rows_gamma_prefetch(set, K, (int)sizeof(T));
             gc_pdl_wait(); /* x is the kernel before's output */
             gc_pdl_trigger();
             x = rows_pro_x<T, PRO>(x, set, K, tail);
@@ -585,24 +604,33 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
             if constexpr (EPI == 3) acc2 = gc_warp_sum(acc2);
             if ((threadIdx.x & 31) == 0) red[0][threadIdx.x >> 5] = acc, red[1][threadIdx.x >> 5] = acc2;
             __syncthreads();
-            if (lane == 0) {
+            /* the row's sum: by its lane 0, or (epid) by the first warp's thread for the row, which reads the
+             * warp partials lane 0 would (row j's lane 0 is thread j TPR: partials j TPR / 32 on), in its order */
+            const bool direct = (EPI == 1 || EPI == 3) && set.epid;
+            if (direct ? threadIdx.x < RPB : lane == 0) {
+                const int p0 = direct ? (int)threadIdx.x * (TPR / 32) : (int)threadIdx.x >> 5;
                 acc = acc2 = 0.0f;
 #pragma unroll
-                for (int i = 0; i < TPR / 32; i++) acc += red[0][(threadIdx.x >> 5) + i], acc2 += red[1][(threadIdx.x >> 5) + i];
+                for (int i = 0; i < TPR / 32; i++) acc += red[0][p0 + i], acc2 += red[1][p0 + i];
             }
         }
         if constexpr (EPI == 1 || EPI == 3) {
             /* the block's rows to the first warp, a lane a row: one warp runs
              * the chain for them all (one lane a warp would issue each chain
-             * instruction once per row: the LM head's 262144 rows) */
-            __shared__ float ys[2][RPB];
-            if (lane == 0) ys[0][threadIdx.x / TPR] = acc, ys[1][threadIdx.x / TPR] = acc2;
-            __syncthreads();
+             * instruction once per row: the LM head's 262144 rows); with
+             * set.epid (TPR > 32) the sums are there already */
+            float s0 = acc, s1 = acc2;
+            if (TPR <= 32 || !set.epid) {
+                __shared__ float ys[2][RPB];
+                if (lane == 0) ys[0][threadIdx.x / TPR] = acc, ys[1][threadIdx.x / TPR] = acc2;
+                __syncthreads();
+                if (threadIdx.x < RPB) s0 = ys[0][threadIdx.x], s1 = ys[1][threadIdx.x];
+            }
             const int rr = b * RPB + (int)threadIdx.x;
             if (threadIdx.x < RPB && rr < set.rows) { /* one matrix (EPI 1) or a pair: y[0] (and y[1]) at row rr */
-                const T yv = gc_to<T>(ys[0][threadIdx.x]);
+                const T yv = gc_to<T>(s0);
                 ((T *)set.y[0])[rr] = yv;
-                rows_chain_row<T, EPI>(set, tail, rr, yv, ys[1][threadIdx.x]);
+                rows_chain_row<T, EPI>(set, tail, rr, yv, s1);
             }
         } else {
             if (lane == 0 && live) ((T *)yb)[r - r0] = gc_to<T>(acc);
@@ -979,6 +1007,10 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     set.l2ef = l2ef;
     static const int pdl_early = gc_env_is("GRAFT_CUDA_PDL_EARLY", "1");
     set.pdl_early = pdl_early;
+    static const int epid = gc_env_is("GRAFT_CUDA_ROWS_EPID", "1");
+    set.epid = epid;
+    static const int gpf = gc_env_is("GRAFT_CUDA_ROWS_GPF", "1");
+    set.gpf = gpf;
     set.v8 = v8 == 2 ? 1 : v8; /* 2 where the tail fits it, below */
     int64_t rows = 0;
     int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain (set.cp.x: compact) */

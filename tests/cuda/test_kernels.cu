@@ -2562,7 +2562,7 @@ static void epi_lab(double copy_gbs)
     CUCK(cudaMemset(ctr, 0, sizeof(unsigned)));
     printf("\nfused GEMV variants, fp16, us a launch (floor: the weights at the copy rate):\n");
     printf("| shape | K | N | TPR | floor | plain | gelu*mul (EPI 1) | norm (EPI 2) | norm+add*s (EPI 2) | + skip norm |"
-           " norm prologue |\n|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+           " norm prologue | EPI 1, no instructions |\n|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     const char *tpr = getenv("GRAFT_CUDA_ROWS_TPR"); /* read once by the launcher: one value a process */
     for (const shape &sh : shapes) {
         {
@@ -2588,8 +2588,8 @@ static void epi_lab(double copy_gbs)
                 }
                 if (kind == 4) f.sk_x = res, f.sk_gamma = gam, f.sk_y = sky, f.sk_sum = sks, f.sk_eps = 1e-6f;
             };
-            double us[6];
-            for (int v = 0; v < 6; v++)
+            double us[7];
+            for (int v = 0; v < 7; v++)
                 us[v] = graph_us([&](int i, gcuda_stream st) {
                     /* each launch reads the previous one's output (x and o alternate as its input) */
                     const void *in = i % 2 ? o : x;
@@ -2604,13 +2604,14 @@ static void epi_lab(double copy_gbs)
                         int64_t Nn[1] = {N};
                         CK(gcuda_gemv_rows_fused(dt, &pn, wp, yp, Nn, 1, K, NULL, NULL, 0, st, &E));
                     } else {
-                        chain(f, v);
-                        CK(gcuda_gemv_rows_tail(dt, in, w, y, K, N, &f, v >= 2 ? ctr : NULL, st, &E));
+                        chain(f, v == 6 ? 1 : v);
+                        if (v == 6) f.n_ins = 0; /* EPI 1's stores and barriers, no arithmetic */
+                        CK(gcuda_gemv_rows_tail(dt, in, w, y, K, N, &f, v >= 2 && v < 6 ? ctr : NULL, st, &E));
                     }
                 }, 20, 7);
             double floor_us = (double)K * N * es / (copy_gbs * 1e9) * 1e6;
-            printf("| %s | %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", sh.name, K, N,
-                   tpr && *tpr ? tpr : "auto", floor_us, us[0], us[1], us[2], us[3], us[4], us[5]);
+            printf("| %s | %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", sh.name, K, N,
+                   tpr && *tpr ? tpr : "auto", floor_us, us[0], us[1], us[2], us[3], us[4], us[5], us[6]);
             release_all();
             gam = dalloc(262144 * es), res = dalloc(262144 * es), scal = dalloc(es), sky = dalloc(262144 * es),
             sks = dalloc(262144 * es);
@@ -2621,14 +2622,17 @@ static void epi_lab(double copy_gbs)
     }
     /* the gate/up pair: two matrices of one x side by side (no chain), the
      * pair with gelu(gate) * up per element, and that with the skip-norm
-     * prologue (the executor's form before the down projection) */
+     * prologue (the executor's form before the down projection); then,
+     * to tell what the pair's epilogue costs, the pair with a chain of no
+     * instructions (its stores and block barriers, no arithmetic) and with
+     * the multiply alone (no gelu) */
     for (const int N : {6144, 12288}) {
         const int K = 1536;
         void *w0 = dalloc((size_t)K * N * es), *w1 = dalloc((size_t)K * N * es), *x = dalloc((size_t)N * es),
              *y0 = dalloc((size_t)N * es), *y1 = dalloc((size_t)N * es), *o = dalloc((size_t)N * es);
         dinit(dt, w0, (size_t)K * N, g_seed++), dinit(dt, w1, (size_t)K * N, g_seed++), dinit(dt, x, N, g_seed++);
-        double us[3];
-        for (int v = 0; v < 3; v++)
+        double us[5];
+        for (int v = 0; v < 5; v++)
             us[v] = graph_us([&](int i, gcuda_stream st) {
                 const void *in = i % 2 ? o : x;
                 const void *wp[2] = {w0, w1};
@@ -2640,7 +2644,9 @@ static void epi_lab(double copy_gbs)
                 }
                 gops_fuse f;
                 lab_gelu_mul(f, dt, N, o, y0, y1);
-                if (v == 1) {
+                if (v == 3) f.n_ins = 0;                  /* o = gate */
+                if (v == 4) f.ins[0] = f.ins[1], f.n_ins = 1; /* o = gate * up */
+                if (v != 2) {
                     CK(gcuda_gemv_rows_pair_tail(dt, in, w0, w1, y0, y1, K, N, &f, st, &E));
                 } else {
                     gops_rows_norm pn = {};
@@ -2650,8 +2656,8 @@ static void epi_lab(double copy_gbs)
             }, 20, 7);
         double floor_us = 2.0 * K * N * es / (copy_gbs * 1e9) * 1e6;
         printf("\ngate/up pair (K %d, N %d each), us a launch:\n| floor | two matrices, one launch | pair + gelu*mul |"
-               " + skip-norm prologue |\n|---:|---:|---:|---:|\n| %.2f | %.2f | %.2f | %.2f |\n", K, N, floor_us, us[0],
-               us[1], us[2]);
+               " + skip-norm prologue | pair, no instructions | pair * alone |\n|---:|---:|---:|---:|---:|---:|\n"
+               "| %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", K, N, floor_us, us[0], us[1], us[2], us[3], us[4]);
         release_all();
         gam = dalloc(262144 * es), res = dalloc(262144 * es), sks = dalloc(262144 * es);
         dinit(dt, gam, 262144, 2u), dinit(dt, res, 262144, 3u);
