@@ -1032,8 +1032,10 @@ static size_t attn_ws_bytes(const attn_params *p)
 }
 
 /* GRAFT_CUDA_ATTN_CLUSTER (read once): the largest cluster the plan may
- * merge splits in (1..AT_CL_MAX; unset or 0: the merge kernel always, until
- * the cluster merge has been timed on the device against it). */
+ * merge splits in (1..AT_CL_MAX; unset or 0: the merge kernel always: on
+ * the H200 the cluster merge measured slower, E2B 412 -> 395 tok/s at 16,
+ * and slower in every row of test_kernels --attn at 16 and 4,
+ * bench/RESULTS.md session 24). */
 static int attn_cluster_env(void)
 {
     static int cs = -1;

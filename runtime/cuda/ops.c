@@ -1175,7 +1175,7 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
         d.max_seq = max, d.q = c->q, d.k_cache = c->ck->buf, d.v_cache = c->cv->buf, d.seq_lens = dtot;
         d.out = c->y, d.scale = c->scale, d.softcap = c->softcap, d.window_left = win, d.impl = attn_impl();
         /* the lengths come from a copy (cx_lens), the rows before the newest key from earlier steps: the
-         * kernel may read them before its programmatic wait (GRAFT_CUDA_ATTN_EARLY=1; off until timed) */
+         * kernel may read them before its programmatic wait (GRAFT_CUDA_ATTN_EARLY=1; off: no faster on E2B, session 24) */
         const char *ea = getenv("GRAFT_CUDA_ATTN_EARLY");
         d.early = ea && !strcmp(ea, "1");
         graft_error perr;
