@@ -980,6 +980,28 @@ static cudaError_t rows_launch_epi(bool vec, int tpr, const cudaLaunchConfig_t *
     }
 }
 
+/* GRAFT_CUDA_ROWS_PRO_U=8 (a lab, not yet timed): the gate/up pair with a
+ * skip-norm prologue (PRO 2, or the compact chain's, PRO 4) loads 8 chunks
+ * a thread instead of ROWS_UNROLL. Such a kernel runs on the blocks that fit
+ * at once, each looping over its groups with one group's loads in flight
+ * (rows_first), so a thread's loads are all the SM has in flight: at K 1536
+ * and TPR 128, 3 chunks a thread, 36 KB an SM at 3 blocks, where the plain
+ * pair has 5 blocks of 3 and is replaced as they end (E2B with the compact
+ * prologue there, GRAFT_CUDA_FUSE_CPRO=3: 426 -> 332 tok/s, session 24). At
+ * 8 the pair takes TPR 64, 6 chunks a thread. TPR 64 and 128 only (K up to
+ * 2048 and 4096); other launches keep ROWS_UNROLL. */
+template <typename T, int PRO>
+static cudaError_t rows_launch_pair_u8(int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x,
+                                       const rows_set &set, int K, const gops_fuse &tail, unsigned *counter)
+{
+    if constexpr (sizeof(T) != 2) {
+        return cudaErrorInvalidValue;
+    } else {
+        if (tpr == 64) return rows_launch<T, 64, 8, true, 3, PRO>(cfg, sms, x, set, K, tail, counter);
+        return rows_launch<T, 128, 8, true, 3, PRO>(cfg, sms, x, set, K, tail, counter);
+    }
+}
+
 /* pair: two matrices of N rows, row r of both by one thread group, their
  * outputs then tail (which reads the first's y as leaf 0 and may read the
  * second's) per element. pro: x is the RMSNorm of pro->x (+ skip + bias),
@@ -1087,7 +1109,9 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     int sms;
     graft_status st = gcuda_sm_count(&sms, err);
     if (st) return st;
-    int tpr = vec ? rows_tpr((pair ? 2 : 1) * K * (int64_t)es / 16, set.rows, unroll, sms) : ROWS_THREADS;
+    static const int pro_u8 = gc_env_is("GRAFT_CUDA_ROWS_PRO_U", "8");
+    bool u8 = pro_u8 && vec && es == 2 && pair && (pk == 2 || (pk == 3 && set.cp.x)) && unroll == ROWS_UNROLL;
+    int tpr = vec ? rows_tpr((pair ? 2 : 1) * K * (int64_t)es / 16, set.rows, u8 ? 8 : unroll, sms) : ROWS_THREADS;
     static int force_tpr = -1; /* GRAFT_CUDA_ROWS_TPR=32|64|128|256: the kernel lab's override */
     if (force_tpr < 0) {
         const char *ft = getenv("GRAFT_CUDA_ROWS_TPR");
@@ -1095,6 +1119,10 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         force_tpr = v == 32 || v == 64 || v == 128 || v == 256 ? v : 0;
     }
     if (vec && force_tpr) tpr = force_tpr;
+    if (u8 && tpr != 64 && tpr != 128) { /* the instantiations it has: else as without it */
+        u8 = false;
+        if (!force_tpr) tpr = rows_tpr(2 * K * (int64_t)es / 16, set.rows, unroll, sms);
+    }
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
@@ -1153,6 +1181,9 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
             else ROWS_EPI(1, 0);
         } else if (epi == 2) {
             ROWS_EPI(2, 0);
+        } else if (u8) {
+            if (pk == 2) e = rows_launch_pair_u8<T, 2>(tpr, &cfg, sms, xt, set, Ki, tf, counter);
+            else e = rows_launch_pair_u8<T, 4>(tpr, &cfg, sms, xt, set, Ki, tf, counter);
         } else {
             if (pk == 0) ROWS_EPI(3, 0);
             else if (pk == 1) ROWS_EPI(3, 1);
