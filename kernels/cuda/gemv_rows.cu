@@ -496,7 +496,7 @@ __device__ __forceinline__ void rows_last_block(const rows_set &set, const gops_
     if (!gc_last_block(counter, gridDim.x)) return;
     if constexpr (sizeof(T) == 2) {
         if (set.v8 == 2) rows_norm_compact<T>(set, tail, scratch);
-        else if (set.v8 && go_norm_v8_ok<T>(tail, (int)blockDim.x)) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch);
+        else if (set.v8) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch); /* go_norm_v8_ok: the host's */
         else go_norm_chain_row<int, true>(tail, 0, scratch);
     } else {
         go_norm_chain_row<int, true>(tail, 0, scratch);
@@ -911,16 +911,23 @@ static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, int s
     }
 }
 
+/* Whether a last block (ROWS_THREADS threads, both GEMV kernels) runs
+ * norm-headed chain f over a row of dtype in go_norm_chain_row_v8 (2-byte
+ * types; go_norm_v8_ok). */
+static bool rows_v8_ok(const gops_fuse &f, int dtype)
+{
+    return dtype == GRAFT_DTYPE_FLOAT16    ? go_norm_v8_ok<__half>(f, ROWS_THREADS)
+           : dtype == GRAFT_DTYPE_BFLOAT16 ? go_norm_v8_ok<__nv_bfloat16>(f, ROWS_THREADS)
+                                           : false;
+}
+
 /* Whether rows_norm_compact runs norm-headed chain f over a row of dtype
  * (2 bytes) by ROWS_THREADS threads, 8 elements each; cc: its shape. The
  * row as go_norm_v8_ok takes it, then the compact row's own limits: the
  * norm's type, the instructions' kinds, ops and types, and the leaves'. */
 static bool rows_compact_plan(const gops_fuse &f, int dtype, rows_compact *cc)
 {
-    const bool v8 = dtype == GRAFT_DTYPE_FLOAT16    ? go_norm_v8_ok<__half>(f, ROWS_THREADS)
-                    : dtype == GRAFT_DTYPE_BFLOAT16 ? go_norm_v8_ok<__nv_bfloat16>(f, ROWS_THREADS)
-                                                    : false;
-    if (!v8 || f.norm_dim <= 0 || (f.norm_dtype != dtype && f.norm_dtype != GRAFT_DTYPE_FLOAT) || f.n_ins > RC_MAX)
+    if (!rows_v8_ok(f, dtype) || f.norm_dim <= 0 || (f.norm_dtype != dtype && f.norm_dtype != GRAFT_DTYPE_FLOAT) || f.n_ins > RC_MAX)
         return false;
     memset(cc, 0, sizeof *cc);
     cc->n = (unsigned char)f.n_ins;
@@ -1094,6 +1101,9 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
                               "after %d matrices of %lld rows", (long long)numel, (long long)tail->norm_dim, n,
                               (long long)rows);
         epi = pair ? 3 : tail->norm_dim ? 2 : 1;
+        /* the last block's 2-byte row: v8 where go_norm_v8_ok takes the chain, decided here once (not by the
+         * last block at each launch, from its parameters), compact where rows_compact_plan also fits it (=2) */
+        if (epi == 2 && set.v8 && !rows_v8_ok(*tail, dtype)) set.v8 = 0;
         if (epi == 2 && v8 == 2 && rows_compact_plan(*tail, dtype, &set.cc)) set.v8 = 2;
         /* each leaf's layout (go_chain_modes); the pair's second output as a leaf: y[1] itself as the output
          * lays it out, of its dtype (its value is the one the thread stored) */
