@@ -443,8 +443,12 @@ __device__ __forceinline__ void rows_gamma_prefetch(const rows_set &set, int K, 
 {
     const int C = K * es / 16;
     for (int c = (int)threadIdx.x; c < C; c += ROWS_THREADS) {
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const uint4 *>(set.pro.gamma) + c));
-        if (set.pro.bias) asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const uint4 *>(set.pro.bias) + c));
+        const uint4 *g = reinterpret_cast<const uint4 *>(set.pro.gamma) + c;
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(g));
+        if (set.pro.bias) {
+            const uint4 *bb = reinterpret_cast<const uint4 *>(set.pro.bias) + c;
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(bb));
+        }
     }
 }
 
@@ -927,7 +931,8 @@ static bool rows_v8_ok(const gops_fuse &f, int dtype)
  * norm's type, the instructions' kinds, ops and types, and the leaves'. */
 static bool rows_compact_plan(const gops_fuse &f, int dtype, rows_compact *cc)
 {
-    if (!rows_v8_ok(f, dtype) || f.norm_dim <= 0 || (f.norm_dtype != dtype && f.norm_dtype != GRAFT_DTYPE_FLOAT) || f.n_ins > RC_MAX)
+    if (!rows_v8_ok(f, dtype) || f.norm_dim <= 0 || (f.norm_dtype != dtype && f.norm_dtype != GRAFT_DTYPE_FLOAT) ||
+        f.n_ins > RC_MAX)
         return false;
     memset(cc, 0, sizeof *cc);
     cc->n = (unsigned char)f.n_ins;

@@ -258,7 +258,8 @@ struct cx_exec {
     size_t n_pros;                  /* norms computed by the GEMV after them */
     size_t n_tail_skips;            /* skip norms run after a GEMV's chain, in its launch */
     size_t n_cpros;                 /* chains computed by the GEMV after them, before its norm */
-    int cpro_mode;                  /* GRAFT_CUDA_FUSE_CPRO: 0 off, 1 the first form, 2 (unset) forms A and C, 3 all (fuse.c, plan_chain_pro) */
+    int cpro_mode;                  /* GRAFT_CUDA_FUSE_CPRO: 0 off, 1 the first form, 2 (unset) forms A and C,
+                                     * 3 all (fuse.c, plan_chain_pro) */
     size_t n_cpro_ran;              /* ... of them that a GEMV computed in its prologue (last run) */
     size_t n_rope_pairs;            /* RotaryEmbeddings launched with the one before them */
     size_t n_attn_preps;            /* Attentions whose decode kernel may do their q/k rotaries (v norm) */

@@ -1335,7 +1335,9 @@ static void plan_chain_pro(cx_exec *x)
             if (h->mm || !h->mt->fz || h->mt->fz->norm || !cpro_after(x, c, h, hi)) continue;
         } else { /* B: a gate/up pair with its chain, the skip norm's x read by the two alone */
             const rt_node *n = &s->n;
-            if (x->cpro_mode != 3 || h->mm != 1 || !h->mg || h->mg->n != 2 || hv->n_readers != 2 || h->mg->m[1]->n.in[0] != hx) continue;
+            if (x->cpro_mode != 3 || h->mm != 1 || !h->mg || h->mg->n != 2 || hv->n_readers != 2 ||
+                h->mg->m[1]->n.in[0] != hx)
+                continue;
             int ok = 1;
             for (int j = 1; j < 3 && ok; j++) ok = j >= n->n_out || !n->out[j] || !cx_v(n->out[j])->n_readers;
             if (ok && n->n_out > 3 && n->out[3]) ok = cpro_after(x, n->out[3], NULL, hi);
