@@ -86,9 +86,12 @@ typedef struct rows_set {
     rows_cpro cp;    /* a chain prologue in the compact form (cp.x: PRO 4), else the general one (PRO 3: the tail) */
     int pdl_early;   /* GRAFT_CUDA_PDL_EARLY=1: the kernel after this one may start at once (gcuda_common.cuh) */
     int epid;        /* EPI 1, 3 at TPR > 32: the first warp sums its rows' warp partials itself, one block barrier
-                      * fewer (GRAFT_CUDA_ROWS_EPID=1; not yet timed) */
+                      * fewer (GRAFT_CUDA_ROWS_EPID=0: not; E2B 418 -> 425 tok/s, session 25) */
     int gpf;         /* PRO 1, 2: the norm's gamma (and bias) asked of L1 before the wait (GRAFT_CUDA_ROWS_GPF=1;
-                      * not yet timed) */
+                      * E2B 418.0 tok/s against 418.3 without, session 25: neutral) */
+    int loop;        /* bit EPI (0, 1, 3; no prologue): the vector kernel loops on the blocks that fit at once, the
+                      * next group's loads issued before this one's sums and chain (GRAFT_CUDA_ROWS_LOOP=013: the
+                      * EPIs named; not yet timed) */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once); ef: with
@@ -510,10 +513,16 @@ __device__ __forceinline__ void rows_last_block(const rows_set &set, const gops_
 
 /* The kernels that rows_launch may give fewer blocks than groups: those
  * with a prologue (computed once a block) or a last-block chain (fewer
- * blocks counting in). The others take one group a block and hold no loop
- * state: the per-element kernels need 40 registers without it, 48 with
- * (6 blocks an SM against 5). */
-template <int EPI, int PRO> __host__ __device__ constexpr bool rows_loops() { return PRO != 0 || EPI == 2; }
+ * blocks counting in), and LOOP's (GRAFT_CUDA_ROWS_LOOP: the plain, the
+ * per-element and the pair kernels, so that the next group's weights are
+ * in flight during a group's sums and chain). The others take one group a
+ * block and hold no loop state: the per-element kernels need 39 registers
+ * without it, 40 with 16 bytes spilled at 6 blocks an SM (so LOOP's are
+ * held to 5); the pair 46 and 48. */
+template <int EPI, int PRO, bool LOOP = false> __host__ __device__ constexpr bool rows_loops()
+{
+    return PRO != 0 || EPI == 2 || LOOP;
+}
 
 /* Each block takes every gridDim.x-th group of RPB rows (one group when
  * launched with a block a group; fewer blocks: rows_launch), computing its
@@ -526,8 +535,8 @@ template <int EPI, int PRO> __host__ __device__ constexpr bool rows_loops() { re
  * for the compact chain prologue's (PRO 4: 80 registers, none spilled;
  * 85-92 unbound; the general chain's, PRO 3, takes 124 and spills 150
  * bytes held to 80, so it is not). */
-template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
-__global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 ? 6 : 5)
+template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false>
+__global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 && !LOOP ? 6 : 5)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
 {
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
@@ -542,7 +551,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
     for (int b = (int)blockIdx.x;;) {
         const bool first = b == (int)blockIdx.x;
         /* the block's next group (none: a block a group) */
-        const int nb = rows_loops<EPI, PRO>() ? b + (int)gridDim.x : groups;
+        const int nb = rows_loops<EPI, PRO, LOOP>() ? b + (int)gridDim.x : groups;
         const int r = at.r, r0 = at.r0;
         const bool live = at.live;
         void *yb = at.y;
@@ -884,34 +893,34 @@ static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
  * session 17); fitting the streaming kernels too measured slower (the LM
  * head 183 -> 221 us), and they no longer loop. GRAFT_CUDA_ROWS_GRID=0: a
  * block a group always. */
-template <typename T, int TPR, int U, bool VEC, int EPI, int PRO>
+template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false>
 static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T *x, const rows_set &set, int K,
                                const gops_fuse &tail, unsigned *counter)
 {
     cudaLaunchConfig_t cfg = *cfg0;
     static const int fit = gc_env_on("GRAFT_CUDA_ROWS_GRID");
     static int occ = 0;
-    if (rows_loops<EPI, PRO>() && fit) {
+    if (rows_loops<EPI, PRO, LOOP>() && fit) {
         if (!occ) {
             cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                &occ, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO>, ROWS_THREADS, cfg.dynamicSmemBytes);
+                &occ, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO, LOOP>, ROWS_THREADS, cfg.dynamicSmemBytes);
             if (e != cudaSuccess) return e;
             if (occ < 1) occ = 1;
         }
         if (cfg.gridDim.x > (unsigned)(occ * sms)) cfg.gridDim.x = (unsigned)(occ * sms);
     }
-    return cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO>, x, set, K, tail, counter);
+    return cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO, LOOP>, x, set, K, tail, counter);
 }
 
-template <typename T, int U, int EPI, int PRO>
+template <typename T, int U, int EPI, int PRO, bool LOOP = false>
 static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x, const rows_set &set,
                                    int K, const gops_fuse &tail, unsigned *counter)
 {
     switch (tpr) {
-    case 32: return rows_launch<T, 32, U, true, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
-    case 64: return rows_launch<T, 64, U, true, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
-    case 128: return rows_launch<T, 128, U, true, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
-    default: return rows_launch<T, 256, U, true, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
+    case 32: return rows_launch<T, 32, U, true, EPI, PRO, LOOP>(cfg, sms, x, set, K, tail, counter);
+    case 64: return rows_launch<T, 64, U, true, EPI, PRO, LOOP>(cfg, sms, x, set, K, tail, counter);
+    case 128: return rows_launch<T, 128, U, true, EPI, PRO, LOOP>(cfg, sms, x, set, K, tail, counter);
+    default: return rows_launch<T, 256, U, true, EPI, PRO, LOOP>(cfg, sms, x, set, K, tail, counter);
     }
 }
 
@@ -988,11 +997,14 @@ static cudaError_t rows_launch_epi(bool vec, int tpr, const cudaLaunchConfig_t *
         return cudaErrorInvalidValue;
     } else {
         if (!vec) return rows_launch<T, ROWS_THREADS, 1, false, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
+        if constexpr (PRO == 0 && EPI != 2)
+            if (set.loop >> EPI & 1) return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, true>(tpr, cfg, sms, x, set, K, tail, counter);
         return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO>(tpr, cfg, sms, x, set, K, tail, counter);
     }
 }
 
-/* GRAFT_CUDA_ROWS_PRO_U=8 (a lab, not yet timed): the gate/up pair with a
+/* GRAFT_CUDA_ROWS_PRO_U=8 (a lab; with FUSE_CPRO=3, E2B 343 tok/s against 418,
+ * session 25): the gate/up pair with a
  * skip-norm prologue (PRO 2, or the compact chain's, PRO 4) loads 8 chunks
  * a thread instead of ROWS_UNROLL. Such a kernel runs on the blocks that fit
  * at once, each looping over its groups with one group's loads in flight
@@ -1041,10 +1053,19 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     set.l2ef = l2ef;
     static const int pdl_early = gc_env_is("GRAFT_CUDA_PDL_EARLY", "1");
     set.pdl_early = pdl_early;
-    static const int epid = gc_env_is("GRAFT_CUDA_ROWS_EPID", "1");
+    static const int epid = !gc_env_is("GRAFT_CUDA_ROWS_EPID", "0");
     set.epid = epid;
     static const int gpf = gc_env_is("GRAFT_CUDA_ROWS_GPF", "1");
     set.gpf = gpf;
+    static int loop = -1;
+    if (loop < 0) {
+        const char *lp = getenv("GRAFT_CUDA_ROWS_LOOP");
+        int m = 0;
+        for (; lp && *lp; lp++)
+            if (*lp == '0' || *lp == '1' || *lp == '3') m |= 1 << (*lp - '0');
+        loop = m;
+    }
+    set.loop = loop;
     set.v8 = v8 == 2 ? 1 : v8; /* 2 where the tail fits it, below */
     int64_t rows = 0;
     int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain (set.cp.x: compact) */
