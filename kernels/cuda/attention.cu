@@ -49,7 +49,32 @@ struct attn_params {
              * merges them (am_merge) and writes out; no workspace, no merge kernel */
     int early; /* tensor-core kernel only: lens and the first tile's cache rows but the newest key's read
                 * before the programmatic wait (gcuda_attn_decode_args.early) */
+    gcuda_prefetch_set pf; /* tensor-core kernel only: asked of L2 after the wait (gcuda_attn_decode_args.pf) */
 };
+
+#define AM_PF_PIECE 65536 /* bytes a cp.async.bulk.prefetch asks for (a thread's piece of a range) */
+
+/* The tensor-core kernel's L2 prefetch (p.pf), called by every thread once
+ * it has waited for the kernel before: the ranges cut in AM_PF_PIECE-byte
+ * pieces, piece i asked for by the grid's thread i (mod the grid), so the
+ * few blocks with keys issue as few as the empty splits. */
+__device__ __forceinline__ void am_l2_prefetch(const attn_params &p)
+{
+    if (!p.pf.n) return;
+    const size_t nt = (size_t)gridDim.x * gridDim.y * gridDim.z * blockDim.x;
+    const size_t t = (((size_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+    size_t base = 0; /* pieces of the ranges before r */
+    for (int r = 0; r < p.pf.n && r < GCUDA_PREFETCH_MAX; r++) {
+        const size_t bytes = p.pf.bytes[r], pieces = (bytes + AM_PF_PIECE - 1) / AM_PF_PIECE;
+        for (size_t i = (t + nt - base % nt) % nt; i < pieces; i += nt) {
+            const size_t off = i * AM_PF_PIECE;
+            const unsigned sz = (unsigned)(bytes - off < AM_PF_PIECE ? bytes - off : AM_PF_PIECE);
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)p.pf.ptr[r] + off), "r"(sz)
+                         : "memory");
+        }
+        base += pieces;
+    }
+}
 
 template <typename T, int D, int GT> struct attn_layout {
     static constexpr int GM = 4 * GT, VEC = gc_vec<T>::n, KST = D + VEC;
@@ -479,6 +504,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
     if (!p.early) {
         gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
         gc_pdl_trigger();
+        am_l2_prefetch(p);
     }
     typedef am_layout<T, D> LY;
     constexpr int TK = LY::TK, ST = LY::ST, SST = LY::SST, PST = LY::PST;
@@ -506,6 +532,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         if (p.early) {
             gc_pdl_wait();
             gc_pdl_trigger();
+            am_l2_prefetch(p);
         }
         if (p.cl) {
             const float none[NTO][4] = {};
@@ -587,6 +614,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         gc_cp_commit();
         gc_pdl_wait();
         gc_pdl_trigger();
+        am_l2_prefetch(p);
     }
     const int first = p.early ? 2 : 3; /* what of the first tile is still to copy */
     if (own && !prep) store_new();
@@ -1010,6 +1038,12 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
         p->nsh = a->new_stride_h;
     }
     p->early = a->early; /* the tensor-core kernel's; the others wait first */
+    if (a->pf.n < 0 || a->pf.n > GCUDA_PREFETCH_MAX)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: %d prefetch ranges", a->pf.n);
+    for (int r = 0; r < a->pf.n; r++)
+        if (!a->pf.ptr[r] || (uintptr_t)a->pf.ptr[r] % 16 || a->pf.bytes[r] % 16)
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: prefetch range %d not 16-byte aligned", r);
+    p->pf = a->pf; /* the tensor-core kernel's; the others ignore it */
     p->qg = p->kg = NULL;
     p->vnorm = 0;
     if (a->q_gamma || a->k_gamma || a->v_norm) {

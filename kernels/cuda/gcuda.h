@@ -219,6 +219,11 @@ typedef struct gcuda_attn_decode_args {
     const int64_t *rope_pos;
     int64_t rope_max_pos, rope_dim;
     int rope_interleaved;
+    /* Optional (pf.n > 0), tensor-core kernel only (ignored by the others): byte ranges (16-byte aligned,
+     * multiples of 16) the kernel asks L2 for once it has waited for the kernel before, spread over all
+     * its blocks (cp.async.bulk.prefetch.L2), so that the weights of the GEMVs after it stream from DRAM
+     * while the attention, bound by latency, leaves DRAM idle. A hint: no result changes. */
+    gcuda_prefetch_set pf;
 } gcuda_attn_decode_args;
 
 /* 1 when gcuda_attn_decode takes a's k_new and v_new; else the caller

@@ -144,6 +144,8 @@ struct cx_node {
     struct cx_mgroup *mg; /* the first's group */
     uint64_t mm_run;    /* run_no in which the first made this node's output */
     int pf_next;        /* GRAFT_CUDA_PREFETCH: 1 + the next weight MatMul's node index (0: none) */
+    int wm_next;        /* GRAFT_CUDA_ATTN_PF: 1 + the first weight MatMul after this node (a group's first
+                         * standing for the group; 0: none) */
     struct cx_node *mt; /* MatMul: the node (fuse 4) whose chain its one-row GEMV runs as its epilogue */
     struct cx_node *pro; /* MatMul (a group's first): the norm (fuse 5) its GEMV computes; the norm: that MatMul */
     struct cx_node *tail_skip; /* a fuse 4 tail: the skip RMSNorm (fuse 6) run after its chain */
@@ -194,6 +196,7 @@ struct cx_exec {
     int64_t len_past, len_total;
     size_t n_fast_attn; /* attention nodes on the in-place fast kernels (last run) */
     size_t n_fused_append; /* ... of them whose decode kernel also appended the new K/V rows (last run) */
+    size_t n_attn_pf, attn_pf_bytes; /* ... that asked L2 for the next weights, and how many bytes (last run) */
     size_t n_attn_cluster; /* ... of them whose splits merged in a thread-block cluster (last run) */
     int64_t *iota;      /* device 0, 1, ... (rotary positions when the graph gives none) */
     int64_t iota_n;
@@ -270,6 +273,9 @@ struct cx_exec {
      * stream asks L2 for up to MB of the next one's weights (forked from and
      * joined back to the step's stream, so it is part of the CUDA graph) */
     size_t pf_bytes;
+    /* GRAFT_CUDA_ATTN_PF=MB: a decode attention kernel asks L2 for up to MB of the weights of the
+     * MatMuls after it (gcuda_attn_decode_args.pf; fuse.c, plan_attn_pf) */
+    size_t apf_bytes;
     cudaStream_t pf_stream;
     cudaEvent_t pf_fork, pf_join;
     bool pf_forked;
@@ -372,6 +378,7 @@ void cx_fuse_free(cx_node *cn);
 /* GRAFT_CUDA_PREFETCH: after node cn ran, the next weights asked for on the
  * side stream; cx_prefetch_join joins it back at the end of a run. */
 void cx_prefetch_next(cx_exec *x, cx_node *cn);
+void cx_attn_pf(cx_exec *x, const cx_node *cn, gcuda_prefetch_set *ps);
 void cx_prefetch_join(cx_exec *x);
 /* Writes the lengths for a replay (the copy is in the graph). */
 int cx_lens_replay(cx_exec *x, int64_t past, int64_t total);

@@ -1142,6 +1142,7 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
     x->run_no++;
     x->n_fast_attn = 0;
     x->n_fused_append = 0;
+    x->n_attn_pf = x->attn_pf_bytes = 0;
     x->n_attn_cluster = 0;
     x->n_cpro_ran = 0;
     memset(x->n_attn_took, 0, sizeof x->n_attn_took);
@@ -1737,6 +1738,11 @@ static const char *cx_describe(rt_backend *b)
     if (x->n_fused_append) {
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu KV appends by the decode attention kernel", x->n_fused_append);
+    }
+    if (x->n_attn_pf) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu decode attentions asked L2 for the next weights (%.0f MB, last run)",
+                 x->n_attn_pf, (double)x->attn_pf_bytes / (1 << 20));
     }
     if (x->n_attn_cluster) {
         size_t l = strlen(fz);

@@ -549,6 +549,46 @@ static void plan_prefetch(cx_exec *x)
     }
 }
 
+/* GRAFT_CUDA_ATTN_PF=MB (not yet timed): each node points at the first
+ * weight MatMul after it (a group's first stands for the group), where a
+ * decode attention kernel starts its prefetch list (cx_attn_pf). */
+static void plan_attn_pf(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_ATTN_PF");
+    long mb = e ? strtol(e, NULL, 10) : 0;
+    if (mb <= 0) return;
+    x->apf_bytes = (size_t)mb << 20;
+    int next = 0;
+    for (size_t i = x->n_nodes; i-- > 0;) {
+        cx_node *cn = &x->nodes[i];
+        cn->wm_next = next;
+        if (cn->mm != 2 && weight_matmul(cn)) next = (int)i + 1;
+    }
+}
+
+/* GRAFT_CUDA_ATTN_PF=MB: the weights of the MatMuls after decode attention
+ * cn, in node order, up to x->apf_bytes (and GCUDA_PREFETCH_MAX ranges),
+ * for the attention kernel to ask L2 for (gcuda_attn_decode_args.pf;
+ * ops.c, attend_cache). */
+void cx_attn_pf(cx_exec *x, const cx_node *cn, gcuda_prefetch_set *ps)
+{
+    size_t left = x->apf_bytes;
+    ps->n = 0;
+    for (int k = cn->wm_next; k && ps->n < GCUDA_PREFETCH_MAX && left; k = x->nodes[k - 1].wm_next) {
+        cx_node *nx = &x->nodes[k - 1];
+        const int n = nx->mm == 1 && nx->mg ? nx->mg->n : 1;
+        for (int j = 0; j < n && ps->n < GCUDA_PREFETCH_MAX && left; j++) {
+            cx_val *b = cx_in(n > 1 ? nx->mg->m[j] : nx, 1);
+            if (!b || !b->on_dev || !b->d || (uintptr_t)b->d % 16) continue;
+            size_t take = (b->t.nbytes < left ? b->t.nbytes : left) & ~(size_t)15;
+            if (!take) continue;
+            ps->ptr[ps->n] = b->d;
+            ps->bytes[ps->n++] = take;
+            left -= take;
+        }
+    }
+}
+
 void cx_prefetch_next(cx_exec *x, cx_node *cn)
 {
     if (!cn->pf_next || !x->graph_step) return;
@@ -605,6 +645,7 @@ void cx_fuse_plan(cx_exec *x)
     const char *env = getenv("GRAFT_CUDA_FUSE"), *fn = getenv("GRAFT_CUDA_FUSE_NORM");
     if (x->check || (env && !strcmp(env, "0"))) {
         plan_prefetch(x);
+        plan_attn_pf(x);
         return;
     }
     int fuse_norm = !fn || strcmp(fn, "0");
@@ -717,6 +758,7 @@ void cx_fuse_plan(cx_exec *x)
     plan_chain_pro(x);
     plan_seq(x);
     plan_prefetch(x); /* after the groups: a group's first stands for it */
+    plan_attn_pf(x);
 }
 
 /* A member before the tail: nothing computed, its output left absent. */

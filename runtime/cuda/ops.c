@@ -1178,6 +1178,11 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
          * kernel may read them before its programmatic wait (GRAFT_CUDA_ATTN_EARLY=1; off: no faster on E2B, session 24) */
         const char *ea = getenv("GRAFT_CUDA_ATTN_EARLY");
         d.early = ea && !strcmp(ea, "1");
+        if (x->apf_bytes) {
+            cx_attn_pf(x, cn, &d.pf);
+            for (int r = 0; r < d.pf.n; r++) x->attn_pf_bytes += d.pf.bytes[r];
+            x->n_attn_pf += d.pf.n > 0;
+        }
         graft_error perr;
         d.num_splits = cn->dsplits; /* planned once (the plan queries the device) */
         if (gcuda_attn_decode_plan(&d, &perr) == GRAFT_OK) {

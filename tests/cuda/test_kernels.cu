@@ -565,6 +565,7 @@ struct attn_case {
 static int g_attn_impl;  /* gcuda_attn_decode_args.impl for test_attn */
 static int g_attn_merge; /* and .merge (1: the merge kernel, 2: in a cluster; the tensor-core kernel only) */
 static int g_attn_early; /* and .early (the tensor-core kernel only) */
+#define AM_PF_TEST_MB 9 /* the prefetch check's buffer: 145 pieces of 64 KB, more than a one-block grid's threads */
 
 static void test_attn(int dt, const attn_case &c)
 {
@@ -640,6 +641,24 @@ static void test_attn(int dt, const attn_case &c)
     if (c.softcap > 0) sh += fmt(" cap%g", c.softcap);
     sh += fmt(" sp%d%s%s", a.num_splits, a.merge == 2 ? " cluster" : "", a.early ? " early" : "");
     check(g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? "attn_decode mma" : "attn_decode", sh, dt, got, ref);
+    if (g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT) {
+        /* an L2 prefetch list (a hint, gcuda_attn_decode_args.pf): a buffer of more pieces than the grid has
+         * threads for at once, and the caches themselves; the same output */
+        const size_t es = gcuda_dtype_size(dt), big = ((size_t)AM_PF_TEST_MB << 20) + 48;
+        gcuda_attn_decode_args t = a;
+        t.pf.n = 3;
+        t.pf.ptr[0] = dalloc(big), t.pf.bytes[0] = big;
+        t.pf.ptr[1] = dk, t.pf.bytes[1] = nc * es / 16 * 16;
+        t.pf.ptr[2] = dv, t.pf.bytes[2] = nc * es / 16 * 16;
+        t.out = dpoisoned(dt, nq);
+        CK(gcuda_attn_decode(&t, NULL, &E));
+        check("attn_decode mma, L2 prefetch", sh, dt, ddown(dt, t.out, nq), ref);
+        /* a range that is not a multiple of 16 bytes: refused before any launch */
+        t.pf.bytes[0] = 40;
+        const graft_status bad = gcuda_attn_decode(&t, NULL, &E);
+        check("attn_decode, a misaligned prefetch range refused (1: accepted)", sh, dt,
+              std::vector<float>{bad == GRAFT_EINVAL ? 0.0f : 1.0f}, std::vector<double>{0.0});
+    }
     bool lens_ok = true;
     for (int L : c.lens) lens_ok = lens_ok && L >= 1 && L <= c.max_seq;
     if (g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT && lens_ok) {
