@@ -1178,7 +1178,7 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
          * kernel may read them before its programmatic wait (GRAFT_CUDA_ATTN_EARLY=1; off: no faster on E2B, session 24) */
         const char *ea = getenv("GRAFT_CUDA_ATTN_EARLY");
         d.early = ea && !strcmp(ea, "1");
-        if (x->apf_bytes) {
+        if (x->apf_bytes && d.impl == 2 && gcuda_dtype_size(d.dtype) == 2) { /* the tensor-core kernel's */
             cx_attn_pf(x, cn, &d.pf);
             for (int r = 0; r < d.pf.n; r++) x->attn_pf_bytes += d.pf.bytes[r];
             x->n_attn_pf += d.pf.n > 0;
