@@ -50,6 +50,7 @@ struct attn_params {
     int early; /* tensor-core kernel only: lens and the first tile's cache rows but the newest key's read
                 * before the programmatic wait (gcuda_attn_decode_args.early) */
     gcuda_prefetch_set pf; /* tensor-core kernel only: asked of L2 after the wait (gcuda_attn_decode_args.pf) */
+    int pf_late;           /* ... by the blocks with keys after their partials (gcuda_attn_decode_args.pf_late) */
 };
 
 #define AM_PF_PIECE 65536 /* bytes a cp.async.bulk.prefetch asks for (a thread's piece of a range) */
@@ -504,7 +505,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
     if (!p.early) {
         gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
         gc_pdl_trigger();
-        am_l2_prefetch(p);
+        if (!p.pf_late) am_l2_prefetch(p);
     }
     typedef am_layout<T, D> LY;
     constexpr int TK = LY::TK, ST = LY::ST, SST = LY::SST, PST = LY::PST;
@@ -532,8 +533,8 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         if (p.early) {
             gc_pdl_wait();
             gc_pdl_trigger();
-            am_l2_prefetch(p);
         }
+        if (p.early || p.pf_late) am_l2_prefetch(p); /* a block without keys: at once */
         if (p.cl) {
             const float none[NTO][4] = {};
             am_merge<T, D, NTO>(p, smem, none, false, kh, b);
@@ -614,7 +615,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         gc_cp_commit();
         gc_pdl_wait();
         gc_pdl_trigger();
-        am_l2_prefetch(p);
+        if (!p.pf_late) am_l2_prefetch(p);
     }
     const int first = p.early ? 2 : 3; /* what of the first tile is still to copy */
     if (own && !prep) store_new();
@@ -804,6 +805,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
 
     if (p.cl) {
         am_merge<T, D, NTO>(p, smem, o, true, kh, b);
+        if (p.pf_late) am_l2_prefetch(p);
         return;
     }
     if (tid < G) {
@@ -817,6 +819,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             int row = g + 8 * (e >> 1), col = warp * DW + n * 8 + tig * 2 + (e & 1);
             if (row < G && col < hd) p.opart[(row0 + (size_t)row * nsplit) * hd + col] = o[n][e];
         }
+    if (p.pf_late) am_l2_prefetch(p); /* after the partials: the prefetch's DRAM traffic cannot delay the tiles */
 }
 
 /* Merges the splits of one (query head, batch) for 64 output columns
@@ -1044,6 +1047,7 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
         if (!a->pf.ptr[r] || (uintptr_t)a->pf.ptr[r] % 16 || a->pf.bytes[r] % 16)
             return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: prefetch range %d not 16-byte aligned", r);
     p->pf = a->pf; /* the tensor-core kernel's; the others ignore it */
+    p->pf_late = a->pf_late;
     p->qg = p->kg = NULL;
     p->vnorm = 0;
     if (a->q_gamma || a->k_gamma || a->v_norm) {

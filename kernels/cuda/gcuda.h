@@ -222,8 +222,11 @@ typedef struct gcuda_attn_decode_args {
     /* Optional (pf.n > 0), tensor-core kernel only (ignored by the others): byte ranges (16-byte aligned,
      * multiples of 16) the kernel asks L2 for once it has waited for the kernel before, spread over all
      * its blocks (cp.async.bulk.prefetch.L2), so that the weights of the GEMVs after it stream from DRAM
-     * while the attention, bound by latency, leaves DRAM idle. A hint: no result changes. */
+     * while the attention, bound by latency, leaves DRAM idle. A hint: no result changes. pf_late: the
+     * blocks with keys ask after storing their partials (the blocks without, at once), so that the
+     * prefetch's DRAM traffic cannot delay their cache tiles. */
     gcuda_prefetch_set pf;
+    int pf_late;
 } gcuda_attn_decode_args;
 
 /* 1 when gcuda_attn_decode takes a's k_new and v_new; else the caller

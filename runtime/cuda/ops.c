@@ -1180,6 +1180,8 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
         d.early = ea && !strcmp(ea, "1");
         if (x->apf_bytes && d.impl == 2 && gcuda_dtype_size(d.dtype) == 2) { /* the tensor-core kernel's */
             cx_attn_pf(x, cn, &d.pf);
+            const char *pl = getenv("GRAFT_CUDA_ATTN_PF_LATE"); /* =1: d.pf_late */
+            d.pf_late = pl && !strcmp(pl, "1");
             for (int r = 0; r < d.pf.n; r++) x->attn_pf_bytes += d.pf.bytes[r];
             x->n_attn_pf += d.pf.n > 0;
         }

@@ -650,9 +650,13 @@ static void test_attn(int dt, const attn_case &c)
         t.pf.ptr[0] = dalloc(big), t.pf.bytes[0] = big;
         t.pf.ptr[1] = dk, t.pf.bytes[1] = nc * es / 16 * 16;
         t.pf.ptr[2] = dv, t.pf.bytes[2] = nc * es / 16 * 16;
-        t.out = dpoisoned(dt, nq);
-        CK(gcuda_attn_decode(&t, NULL, &E));
-        check("attn_decode mma, L2 prefetch", sh, dt, ddown(dt, t.out, nq), ref);
+        for (int late = 0; late < 2; late++) { /* at once, and by the blocks with keys after their partials */
+            t.pf_late = late;
+            t.out = dpoisoned(dt, nq);
+            CK(gcuda_attn_decode(&t, NULL, &E));
+            check(late ? "attn_decode mma, L2 prefetch late" : "attn_decode mma, L2 prefetch", sh, dt,
+                  ddown(dt, t.out, nq), ref);
+        }
         /* a range that is not a multiple of 16 bytes: refused before any launch */
         t.pf.bytes[0] = 40;
         const graft_status bad = gcuda_attn_decode(&t, NULL, &E);
