@@ -63,7 +63,8 @@ __device__ __forceinline__ void am_l2_prefetch(const attn_params &p)
 {
     if (!p.pf.n) return;
     const size_t nt = (size_t)gridDim.x * gridDim.y * gridDim.z * blockDim.x;
-    const size_t t = (((size_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+    const size_t blk = ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    const size_t t = blk * blockDim.x + threadIdx.x;
     size_t base = 0; /* pieces of the ranges before r */
     for (int r = 0; r < p.pf.n && r < GCUDA_PREFETCH_MAX; r++) {
         const size_t bytes = p.pf.bytes[r], pieces = (bytes + AM_PF_PIECE - 1) / AM_PF_PIECE;

@@ -998,7 +998,8 @@ static cudaError_t rows_launch_epi(bool vec, int tpr, const cudaLaunchConfig_t *
     } else {
         if (!vec) return rows_launch<T, ROWS_THREADS, 1, false, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
         if constexpr (PRO == 0 && EPI != 2)
-            if (set.loop >> EPI & 1) return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, true>(tpr, cfg, sms, x, set, K, tail, counter);
+            if (set.loop >> EPI & 1)
+                return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, true>(tpr, cfg, sms, x, set, K, tail, counter);
         return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO>(tpr, cfg, sms, x, set, K, tail, counter);
     }
 }

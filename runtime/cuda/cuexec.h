@@ -276,6 +276,7 @@ struct cx_exec {
     /* GRAFT_CUDA_ATTN_PF=MB: a decode attention kernel asks L2 for up to MB of the weights of the
      * MatMuls after it (gcuda_attn_decode_args.pf; fuse.c, plan_attn_pf) */
     size_t apf_bytes;
+    bool apf_late; /* GRAFT_CUDA_ATTN_PF_LATE=1: gcuda_attn_decode_args.pf_late */
     cudaStream_t pf_stream;
     cudaEvent_t pf_fork, pf_join;
     bool pf_forked;

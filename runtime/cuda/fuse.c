@@ -549,7 +549,8 @@ static void plan_prefetch(cx_exec *x)
     }
 }
 
-/* GRAFT_CUDA_ATTN_PF=MB (not yet timed): each node points at the first
+/* GRAFT_CUDA_ATTN_PF=MB (not yet timed; GRAFT_CUDA_ATTN_PF_LATE=1: the
+ * blocks with keys ask after their partials): each node points at the first
  * weight MatMul after it (a group's first stands for the group), where a
  * decode attention kernel starts its prefetch list (cx_attn_pf). */
 static void plan_attn_pf(cx_exec *x)
@@ -558,6 +559,8 @@ static void plan_attn_pf(cx_exec *x)
     long mb = e ? strtol(e, NULL, 10) : 0;
     if (mb <= 0) return;
     x->apf_bytes = (size_t)mb << 20;
+    const char *late = getenv("GRAFT_CUDA_ATTN_PF_LATE");
+    x->apf_late = late && !strcmp(late, "1");
     int next = 0;
     for (size_t i = x->n_nodes; i-- > 0;) {
         cx_node *cn = &x->nodes[i];

@@ -1175,13 +1175,13 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
         d.max_seq = max, d.q = c->q, d.k_cache = c->ck->buf, d.v_cache = c->cv->buf, d.seq_lens = dtot;
         d.out = c->y, d.scale = c->scale, d.softcap = c->softcap, d.window_left = win, d.impl = attn_impl();
         /* the lengths come from a copy (cx_lens), the rows before the newest key from earlier steps: the
-         * kernel may read them before its programmatic wait (GRAFT_CUDA_ATTN_EARLY=1; off: no faster on E2B, session 24) */
+         * kernel may read them before its programmatic wait (GRAFT_CUDA_ATTN_EARLY=1; off: no faster on E2B,
+         * session 24) */
         const char *ea = getenv("GRAFT_CUDA_ATTN_EARLY");
         d.early = ea && !strcmp(ea, "1");
         if (x->apf_bytes && d.impl == 2 && gcuda_dtype_size(d.dtype) == 2) { /* the tensor-core kernel's */
             cx_attn_pf(x, cn, &d.pf);
-            const char *pl = getenv("GRAFT_CUDA_ATTN_PF_LATE"); /* =1: d.pf_late */
-            d.pf_late = pl && !strcmp(pl, "1");
+            d.pf_late = x->apf_late;
             for (int r = 0; r < d.pf.n; r++) x->attn_pf_bytes += d.pf.bytes[r];
             x->n_attn_pf += d.pf.n > 0;
         }
