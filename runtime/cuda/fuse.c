@@ -580,10 +580,14 @@ void cx_attn_pf(cx_exec *x, const cx_node *cn, gcuda_prefetch_set *ps)
     for (int k = cn->wm_next; k && ps->n < GCUDA_PREFETCH_MAX && left; k = x->nodes[k - 1].wm_next) {
         cx_node *nx = &x->nodes[k - 1];
         const int n = nx->mm == 1 && nx->mg ? nx->mg->n : 1;
+        /* a group's matrices (the gate/up pair) are read row by row together:
+         * each gets an even share of what is left, so the first rows of all
+         * of them are in L2, not all of the first matrix */
         for (int j = 0; j < n && ps->n < GCUDA_PREFETCH_MAX && left; j++) {
             cx_val *b = cx_in(n > 1 ? nx->mg->m[j] : nx, 1);
             if (!b || !b->on_dev || !b->d || (uintptr_t)b->d % 16) continue;
-            size_t take = (b->t.nbytes < left ? b->t.nbytes : left) & ~(size_t)15;
+            const size_t share = left / (size_t)(n - j);
+            size_t take = (b->t.nbytes < share ? b->t.nbytes : share) & ~(size_t)15;
             if (!take) continue;
             ps->ptr[ps->n] = b->d;
             ps->bytes[ps->n++] = take;
