@@ -12,10 +12,10 @@
 #           kernel trace where the machine has no nsys), timeout_s 600:
 #           bash bench/cuda_all_device.sh run [STEPS]
 #   STEPS (default "kernels skeleton verify profile nsys bench sanitize"): any of them, in that order;
-#   also "epi" (after kernels): the kernel lab's fused-GEMV tables (and the per-layer-input pair's:
-#   two launches against gemv_seq.cu's one) under each of EPI_SWITCHES; also "attn" (after epi): the
-#   attention lab (test_kernels --attn: a layer's attention after its q/k/v GEMV at 160 keys, its norms in
-#   launches of their own against made by the kernel) under each of ATTN_SWITCHES; also "icache" (after attn):
+#   also "epi" (after kernels): the kernel lab's fused-GEMV tables under each of EPI_SWITCHES; also "attn"
+#   (after epi): the attention lab (test_kernels --attn: a layer's attention after its q/k/v GEMV at 160
+#   keys, its norms in launches of their own against made by the kernel, and what asking L2 for 32 MB costs
+#   it) under each of ATTN_SWITCHES; also "icache" (after attn):
 #   test_kernels --icache, what a launch pays for code the SM has not run lately;
 #   also "ncu" (after profile): Nsight Compute's launch, warp-state and instruction sections for the
 #   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size;
@@ -81,8 +81,8 @@ if has kernels; then
     grep -E "FAIL|NaN" "$OUT/test_kernels.log" | head -20
     grep -E "checks,|^\| gemv.*\| fp16 \|.*%" "$OUT/test_kernels.log" | head -40
     # KERNELS_SWITCHES="A B ...": the suite again (--quick) under each setting (A=1,B=2: two variables);
-    # by default the opt-in streaming GEMV, on every launch it can take
-    for v in ${KERNELS_SWITCHES:-GRAFT_CUDA_STREAM=15,GRAFT_CUDA_STREAM_MIN=0}; do
+    # by default without programmatic dependent launch
+    for v in ${KERNELS_SWITCHES:-GRAFT_CUDA_PDL=0}; do
         env ${v//,/ } timeout 90 $TK --quick >"$OUT/test_kernels.$v.log" 2>&1
         echo "test_kernels --quick $v rc=$?: $(grep -E "checks," "$OUT/test_kernels.$v.log" | tail -1)"
         grep -E "FAIL|NaN" "$OUT/test_kernels.$v.log" | head -10
@@ -90,7 +90,7 @@ if has kernels; then
 fi
 if has epi; then
     # EPI_SWITCHES="A B ...": the kernel lab's fused-GEMV tables under each setting, alternately
-    for v in ${EPI_SWITCHES:-GRAFT_CUDA_STREAM=0 GRAFT_CUDA_STREAM=15}; do
+    for v in ${EPI_SWITCHES:-GRAFT_CUDA_NONE=1}; do
         step "test_kernels --epi with $v"
         env ${v//,/ } timeout 60 $TK --epi 2>&1 | tee "$OUT/epi.$v.log" | grep -E "^\|"
     done
@@ -125,7 +125,7 @@ if has verify; then
     # VERIFY_SWITCHES="A B ...": these settings instead (A=1,B=2: two variables)
     for v in ${VERIFY_SWITCHES:-GRAFT_CUDA_ROWS=0 GRAFT_CUDA_FUSE_TAIL=0 GRAFT_CUDA_FUSE_PRO=0 GRAFT_CUDA_PDL=gemv \
         GRAFT_CUDA_FUSE_NORM=0 GRAFT_CUDA_FUSE_ROPE=0 GRAFT_CUDA_FUSE_SKIP=0 GRAFT_CUDA_FUSE_APPEND=0 GRAFT_CUDA_FUSE_ROPE2=0 \
-        GRAFT_CUDA_SLICE_VIEW=0 GRAFT_CUDA_FUSE_CPRO=0 GRAFT_CUDA_FUSE_CPRO=1 GRAFT_CUDA_ROWS_GRID=0 GRAFT_CUDA_L2EF=0 GRAFT_CUDA_FUSE_SEQ=1}; do
+        GRAFT_CUDA_SLICE_VIEW=0 GRAFT_CUDA_FUSE_CPRO=0 GRAFT_CUDA_FUSE_CPRO=1 GRAFT_CUDA_ROWS_GRID=0 GRAFT_CUDA_L2EF=0}; do
         for f in gemma4-mobius gemma4-mobius-f16 qwen3-mobius llama-builder-int4; do
             echo "$v $f: $(env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib ${v//,/ } timeout 60 .devcarry-rt/graft verify \
                 .devcarry-rt/x/$f --golden tests/fixtures/$f/golden.ort.json --device cuda -q 2>&1 | tail -1 | cut -c1-200)" |
@@ -155,7 +155,7 @@ if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; th
     step "E2B decode: weights as they are ([K, N]), without fusion, without PDL, PDL on every decode kernel, L2 prefetch of the next weights, without graphs"
     AB=("GRAFT_CUDA_ROWS=0" "GRAFT_CUDA_FUSE_TAIL=0" "GRAFT_CUDA_FUSE_PRO=0" "GRAFT_CUDA_FUSE=0" "GRAFT_CUDA_PDL=0" "GRAFT_CUDA_PDL=gemv"
         "GRAFT_CUDA_FUSE_NORM=0" "GRAFT_CUDA_FUSE_ROPE=0" "GRAFT_CUDA_FUSE_SKIP=0" "GRAFT_CUDA_FUSE_APPEND=0" "GRAFT_CUDA_FUSE_ROPE2=0"
-        "GRAFT_CUDA_SLICE_VIEW=0" "GRAFT_CUDA_FUSE_CPRO=0" "GRAFT_CUDA_FUSE_CPRO=1" "GRAFT_CUDA_ROWS_GRID=0" "GRAFT_CUDA_L2EF=0" "GRAFT_CUDA_FUSE_SEQ=1"
+        "GRAFT_CUDA_SLICE_VIEW=0" "GRAFT_CUDA_FUSE_CPRO=0" "GRAFT_CUDA_FUSE_CPRO=1" "GRAFT_CUDA_ROWS_GRID=0" "GRAFT_CUDA_L2EF=0"
         "GRAFT_CUDA_FUSE=1 --no-cuda-graph")
     # PROFILE_AB="A;B;...": these settings instead (each "VAR=value [bench options]")
     [ -n "${PROFILE_AB:-}" ] && IFS=';' read -r -a AB <<<"$PROFILE_AB"

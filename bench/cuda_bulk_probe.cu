@@ -1,5 +1,5 @@
 /* How fast does the copy engine stream global memory into shared memory on
- * this GPU? (session 19: gemv_stream_kernel, cp.async.bulk into mbarrier
+ * this GPU? (session 19: gemv_stream_kernel, since removed, cp.async.bulk into mbarrier
  * stages, ran at half the register GEMV's rate; this isolates the copies.)
  *
  * One thread a block issues 1-D cp.async.bulk copies of `size` bytes from
@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "kernels/cuda/gcuda_common.cuh" /* the mbarrier and bulk-copy helpers gemv_stream_kernel uses */
+#include "kernels/cuda/gcuda_common.cuh" /* the mbarrier and bulk-copy helpers */
 
 #define CK(x)                                                                                    \
     do {                                                                                         \

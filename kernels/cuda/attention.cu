@@ -22,7 +22,6 @@
 #define AT_THREADS 128
 #define AT_TK 32
 #define AT_MAX_SPLITS 1024
-#define AT_CL_MAX 16 /* splits merged in a cluster: the largest cluster sm_90 runs (non-portable past 8) */
 
 struct attn_params {
     const void *q, *k, *v;
@@ -45,10 +44,6 @@ struct attn_params {
     const void *rcos, *rsin;
     const int64_t *rpos;
     long long rmax;
-    int cl; /* tensor-core kernel only: the splits of a (batch, kv head) are one thread-block cluster that
-             * merges them (am_merge) and writes out; no workspace, no merge kernel */
-    int early; /* tensor-core kernel only: lens and the first tile's cache rows but the newest key's read
-                * before the programmatic wait (gcuda_attn_decode_args.early) */
     gcuda_prefetch_set pf; /* tensor-core kernel only: asked of L2 after the wait (gcuda_attn_decode_args.pf) */
     int pf_late;           /* ... by the blocks with keys after their partials (gcuda_attn_decode_args.pf_late) */
 };
@@ -430,84 +425,11 @@ __device__ __forceinline__ void am_prep_rope(T *x, const uint4 (&cw)[MC], const 
     }
 }
 
-/* p.cl: the nsplit blocks of (batch b, kv head kh) are one cluster (rank:
- * the split). Each leaves its unnormalised output rows in its shared
- * memory (fp32, [16][D] at offset 0: the Q and K buffers, done with; has:
- * the block saw a key, else its stats are set to max -inf, sum 0), a
- * cluster barrier, then block r writes outputs [r n, (r + 1) n) of the
- * group's G x hd (n = ceil(G hd / nsplit)) as the merge kernel does: out =
- * sum_s w_s o_s / sum_s w_s l_s, w_s = exp(m_s - max m) over the splits
- * that saw a key (l_s > 0), added in split order, reading the other
- * blocks' rows through distributed shared memory. A second barrier keeps
- * each block's shared memory until the others have read it. */
-template <typename T, int D, int NTO>
-__device__ __forceinline__ void am_merge(const attn_params &p, char *smem, const float (&o)[NTO][4], bool has, int kh,
-                                         int b)
-{
-    typedef am_layout<T, D> LY;
-    static_assert((size_t)16 * D * sizeof(float) <= LY::s_off && 16 * 17 <= 16 * LY::SST, "merge rows fit");
-    constexpr int DW = D / 4;
-    float *po = reinterpret_cast<float *>(smem);
-    float *m_s = reinterpret_cast<float *>(smem + LY::r_off), *l_s = m_s + 16;
-    float *wt = reinterpret_cast<float *>(smem + LY::s_off); /* [16][17]: row r's split weights, then 1 / den */
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
-    const int G = p.G, hd = p.hd, ns = p.nsplit;
-    if (has) {
-#pragma unroll
-        for (int n = 0; n < NTO; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int row = g + 8 * (e >> 1), col = warp * DW + n * 8 + tig * 2 + (e & 1);
-                if (row < G && col < hd) po[row * D + col] = o[n][e];
-            }
-    } else if (tid < 16) {
-        m_s[tid] = -INFINITY;
-        l_s[tid] = 0.0f;
-    }
-    gc_cluster_arrive(true);
-    gc_cluster_wait();
-    if (tid < G) { /* row tid's weights: every split's max and sum, read at once */
-        float ms[AT_CL_MAX], ls[AT_CL_MAX], M = -INFINITY, den = 0.0f;
-#pragma unroll
-        for (int s = 0; s < AT_CL_MAX; s++)
-            if (s < ns) {
-                ms[s] = gc_cluster_ldf(gc_cluster_map(m_s + tid, (unsigned)s));
-                ls[s] = gc_cluster_ldf(gc_cluster_map(l_s + tid, (unsigned)s));
-            }
-#pragma unroll
-        for (int s = 0; s < AT_CL_MAX; s++)
-            if (s < ns && ls[s] > 0.0f) M = fmaxf(M, ms[s]);
-#pragma unroll
-        for (int s = 0; s < AT_CL_MAX; s++)
-            if (s < ns) {
-                const float w = ls[s] > 0.0f ? gc_exp<T>(ms[s] - M) : 0.0f;
-                wt[tid * 17 + s] = w;
-                den += w * ls[s];
-            }
-        wt[tid * 17 + 16] = den > 0.0f ? 1.0f / den : 0.0f;
-    }
-    __syncthreads();
-    const int tot = G * hd, per = (tot + ns - 1) / ns, i1 = min(((int)blockIdx.x + 1) * per, tot);
-    for (int i = (int)blockIdx.x * per + tid; i < i1; i += AM_THREADS) {
-        const int r = i / hd, c = i - r * hd;
-        const float *w = wt + r * 17;
-        float acc = 0.0f;
-        for (int s = 0; s < ns; s++)
-            if (w[s] != 0.0f) /* a split that saw no key: its rows are not written */
-                acc = fmaf(w[s], gc_cluster_ldf(gc_cluster_map(po + r * D + c, (unsigned)s)), acc);
-        ((T *)p.out)[((size_t)b * p.Hq + (size_t)kh * G + r) * hd + c] = gc_to<T>(acc * w[16]);
-    }
-    gc_cluster_arrive(false);
-    gc_cluster_wait();
-}
-
 template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 {
-    if (!p.early) {
-        gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
-        gc_pdl_trigger();
-        if (!p.pf_late) am_l2_prefetch(p);
-    }
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
+    if (!p.pf_late) am_l2_prefetch(p);
     typedef am_layout<T, D> LY;
     constexpr int TK = LY::TK, ST = LY::ST, SST = LY::SST, PST = LY::PST;
     constexpr int CPR = D / 8;                   /* 16-byte words per row */
@@ -531,15 +453,8 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
     attn_range(p, p.lens[b], split, &j0, &j1, TK);
     const size_t row0 = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit + split;
     if (j0 >= j1) {
-        if (p.early) {
-            gc_pdl_wait();
-            gc_pdl_trigger();
-        }
-        if (p.early || p.pf_late) am_l2_prefetch(p); /* a block without keys: at once */
-        if (p.cl) {
-            const float none[NTO][4] = {};
-            am_merge<T, D, NTO>(p, smem, none, false, kh, b);
-        } else if (tid < G) {
+        if (p.pf_late) am_l2_prefetch(p); /* a block without keys: at once */
+        if (tid < G) {
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
@@ -550,9 +465,6 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
     /* the newest key (knew): read from its rows, and copied into the caches by this block, the only one
      * whose keys include it */
     const int jnew = p.knew && p.lens[b] <= p.max_seq ? p.lens[b] - 1 : -1;
-    /* p.early without new rows: the newest key's cache rows, which the kernel before may have written,
-     * copied after the wait (the other rows of the first tile before it) */
-    const int jlate = p.early && !p.knew && p.lens[b] <= p.max_seq ? p.lens[b] - 1 : -1;
     const T *kn = p.knew ? (const T *)p.knew + (size_t)b * p.nsb + (size_t)kh * p.nsh : NULL;
     const T *vn = p.knew ? (const T *)p.vnew + (size_t)b * p.nsb + (size_t)kh * p.nsh : NULL;
 
@@ -568,30 +480,20 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             if (pv) *reinterpret_cast<uint4 *>(vr + c * 8) = *reinterpret_cast<const uint4 *>(nrow + ST + c * 8);
         }
     };
-    /* staged: the rows nrow holds may be copied (false in the prologue, before they are made); part 1:
-     * the cache's rows but the newest key's, 2: the newest key's (from knew or nrow, or jlate's cache
-     * rows), 3: both */
-    auto load_tile = [&](int jt, int buf, bool staged, int part) {
+    /* the cache's rows but the newest key's, then the newest key's (from knew or nrow); staged: the rows
+     * nrow holds may be copied (false in the prologue, before they are made) */
+    auto load_tile = [&](int jt, int buf, bool staged) {
         const int nk = min(TK, j1 - jt);
         T *kd = ks + (size_t)buf * TK * ST, *vd = vs + (size_t)buf * TK * ST;
-        if (part & 1) {
 #pragma unroll
-            for (int it = 0; it < LOADS; it++) {
-                int i = it * AM_THREADS + tid, r = i / CPR, c = i % CPR;
-                bool ok = r < nk && c < cpr;
-                size_t off = ok ? (size_t)(jt + r) * hd + (size_t)c * 8 : 0;
-                if (jt + r == jnew || jt + r == jlate) continue; /* the newest key: below */
-                gc_cp16(kd + r * ST + c * 8, kb + off, ok);
-                gc_cp16(vd + r * ST + c * 8, vb + off, ok);
-            }
+        for (int it = 0; it < LOADS; it++) {
+            int i = it * AM_THREADS + tid, r = i / CPR, c = i % CPR;
+            bool ok = r < nk && c < cpr;
+            size_t off = ok ? (size_t)(jt + r) * hd + (size_t)c * 8 : 0;
+            if (jt + r == jnew) continue; /* the newest key: below */
+            gc_cp16(kd + r * ST + c * 8, kb + off, ok);
+            gc_cp16(vd + r * ST + c * 8, vb + off, ok);
         }
-        if (!(part & 2)) return;
-        if (jlate >= jt && jlate < jt + nk)
-            for (int c = tid; c < CPR; c += AM_THREADS) {
-                const size_t off = (size_t)jlate * hd + (c < cpr ? (size_t)c * 8 : 0);
-                gc_cp16(kd + (jlate - jt) * ST + c * 8, kb + off, c < cpr);
-                gc_cp16(vd + (jlate - jt) * ST + c * 8, vb + off, c < cpr);
-            }
         if (jnew >= jt && jnew < jt + nk) {
             T *kr = kd + (jnew - jt) * ST, *vr = vd + (jnew - jt) * ST;
             for (int c = tid; c < CPR; c += AM_THREADS) {
@@ -611,14 +513,6 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         }
     };
     const bool prep = p.qg || p.kg || p.vnorm;
-    if (p.early) { /* the first tile's cache rows (but the newest key's) in flight while the kernel before ends */
-        load_tile(j0, 0, false, 1);
-        gc_cp_commit();
-        gc_pdl_wait();
-        gc_pdl_trigger();
-        if (!p.pf_late) am_l2_prefetch(p);
-    }
-    const int first = p.early ? 2 : 3; /* what of the first tile is still to copy */
     if (own && !prep) store_new();
     /* the group's queries (storage type; rows past G and columns past hd zero): 16 bytes a copy, in
      * the first tile's group (one memory round trip for both), or element by element when q is not
@@ -651,7 +545,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             if (pk && c < cpr) gc_cp16(nrow + 3 * ST + c * 8, (const T *)p.kg + o, true);
         }
         gc_cp_commit();
-        load_tile(j0, 0, false, first);
+        load_tile(j0, 0, false);
         gc_cp_commit();
         /* the cos/sin of the token's position (halves: the words this thread rotates, into registers
          * while the copies land) */
@@ -694,7 +588,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
             if (jnew < j0 + TK) stage_new(ks, vs, j0);
         }
     } else {
-        load_tile(j0, 0, false, first);
+        load_tile(j0, 0, false);
         gc_cp_commit();
     }
     /* row stats */
@@ -709,7 +603,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
 
     int buf = 0;
     for (int jt = j0; jt < j1; jt += TK, buf ^= 1) {
-        if (jt + TK < j1) load_tile(jt + TK, buf ^ 1, true, 3);
+        if (jt + TK < j1) load_tile(jt + TK, buf ^ 1, true);
         gc_cp_commit();
         gc_cp_wait<1>();
         __syncthreads(); /* tile jt in shared memory (and, the first time, qs and the stats) */
@@ -804,11 +698,6 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
         __syncthreads(); /* buffers, ss, ps and the stats are rewritten next tile */
     }
 
-    if (p.cl) {
-        am_merge<T, D, NTO>(p, smem, o, true, kh, b);
-        if (p.pf_late) am_l2_prefetch(p);
-        return;
-    }
     if (tid < G) {
         p.ml[(row0 + (size_t)tid * nsplit) * 2] = m_s[tid];
         p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = l_s[tid];
@@ -911,35 +800,9 @@ static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stre
         return GRAFT_OK;
     }
     dim3 grid((unsigned)p->nsplit, (unsigned)p->Hkv, (unsigned)p->B);
-    if (p->cl) { /* a cluster of the nsplit blocks of each (batch, kv head): attn_cluster_fits */
-        if (p->nsplit > 8) GCUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-        GCUDA_CHECK(gc_launch_cluster(gcuda_pdl_all(), (unsigned)p->nsplit, kern, grid, AT_THREADS, smem, s, *p));
-        return GRAFT_OK;
-    }
     gc_launch(gcuda_pdl_all(), kern, grid, AT_THREADS, smem, s, *p);
     GCUDA_CHECK_LAUNCH("attn_split_kernel");
     return GRAFT_OK;
-}
-
-/* The largest cluster of at most cs blocks (cs, then 8 and each size
- * below) of the tensor-core kernel for head dims up to D that the device
- * runs at once; 0: none. Asked once a (type, D, cs). */
-template <typename T, int D> static int attn_cluster_fits(int cs)
-{
-    static int memo[AT_CL_MAX + 1];
-    static bool asked[AT_CL_MAX + 1];
-    if (cs < 1) return 0;
-    if (cs > AT_CL_MAX) cs = AT_CL_MAX;
-    if (asked[cs]) return memo[cs];
-    int best = 0;
-    const size_t smem = am_layout<T, D>::bytes;
-    void (*kern)(attn_params) = attn_mma_kernel<T, D>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
-        (void)cudaGetLastError();
-    for (int c = cs; c >= 1 && !best; c = c > 8 ? 8 : c - 1)
-        if (gc_cluster_fits(kern, c, AM_THREADS, smem)) best = c;
-    asked[cs] = true;
-    return memo[cs] = best;
 }
 
 /* gt 0: the tensor-core kernel (fp16, bf16) */
@@ -1041,7 +904,6 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
         p->nsb = a->new_stride_b;
         p->nsh = a->new_stride_h;
     }
-    p->early = a->early; /* the tensor-core kernel's; the others wait first */
     if (a->pf.n < 0 || a->pf.n > GCUDA_PREFETCH_MAX)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: %d prefetch ranges", a->pf.n);
     for (int r = 0; r < a->pf.n; r++)
@@ -1070,54 +932,12 @@ static size_t attn_ws_bytes(const attn_params *p)
     return (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float);
 }
 
-/* GRAFT_CUDA_ATTN_CLUSTER (read once): the largest cluster the plan may
- * merge splits in (1..AT_CL_MAX; unset or 0: the merge kernel always: on
- * the H200 the cluster merge measured slower, E2B 412 -> 395 tok/s at 16,
- * and slower in every row of test_kernels --attn at 16 and 4,
- * bench/RESULTS.md session 24). */
-static int attn_cluster_env(void)
-{
-    static int cs = -1;
-    if (cs < 0) {
-        const char *e = getenv("GRAFT_CUDA_ATTN_CLUSTER");
-        cs = e && *e ? atoi(e) : 0;
-        if (cs < 0) cs = 0;
-    }
-    return cs;
-}
-
-/* attn_cluster_fits for the tensor-core kernel of dtype and head dims up to dt */
-static int attn_cluster_max(int dtype, int dt, int cs)
-{
-#define AT_FITS(T)                                                                                                \
-    switch (dt) {                                                                                                 \
-    case 64: return attn_cluster_fits<T, 64>(cs);                                                                  \
-    case 128: return attn_cluster_fits<T, 128>(cs);                                                                \
-    case 256: return attn_cluster_fits<T, 256>(cs);                                                                \
-    default: return attn_cluster_fits<T, 512>(cs);                                                                 \
-    }
-    if (dtype == GRAFT_DTYPE_FLOAT16) AT_FITS(__half)
-    if (dtype == GRAFT_DTYPE_BFLOAT16) AT_FITS(__nv_bfloat16)
-#undef AT_FITS
-    return 0;
-}
-
 extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_error *err)
 {
     attn_params p = {};
     int dt = 64, gt = 1, occ = 0, sms = 0;
     graft_status st = attn_prepare(a, &p, &dt, &gt, err);
     if (st) return st;
-    if (a->merge < 0 || a->merge > 2)
-        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode_plan: merge %d (0, 1, 2)", a->merge);
-    /* the largest cluster the splits may merge in (the tensor-core kernel) */
-    const int cs = a->merge != 1 && gt == 0
-                       ? attn_cluster_max(a->dtype, dt, a->merge == 2 ? AT_CL_MAX : attn_cluster_env())
-                       : 0;
-    if (a->merge == 2 && !cs)
-        return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_attn_decode_plan: no thread-block cluster of this "
-                          "kernel fits the device (or not the tensor-core kernel: impl %d, dtype %d)", a->impl,
-                          a->dtype);
     if (a->num_splits == 0) {
         GCUDA_DISPATCH(a->dtype, "gcuda_attn_decode_plan", {
             st = attn_d<T>(dt, gt, &p, 1, &occ, NULL, err);
@@ -1133,19 +953,14 @@ extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_
         int64_t cap = (a->max_seq + tile - 1) / tile;
         if (want > cap) want = cap;
         if (want > AT_MAX_SPLITS) want = AT_MAX_SPLITS;
-        if (cs && want > cs) want = cs; /* one cluster: no merge kernel (at long contexts, more keys a block) */
         if (want < 1) want = 1;
         a->num_splits = (int)want;
     } else if (a->num_splits < 1 || a->num_splits > AT_MAX_SPLITS) {
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode_plan: num_splits %d (1..%d)", a->num_splits,
                           AT_MAX_SPLITS);
     }
-    if (a->merge == 2 && a->num_splits > cs)
-        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode_plan: %d splits do not merge in a cluster of at "
-                          "most %d", a->num_splits, cs);
-    a->merge = cs && a->num_splits <= cs ? 2 : 1;
     p.nsplit = a->num_splits;
-    a->ws_bytes = a->merge == 2 ? 0 : attn_ws_bytes(&p);
+    a->ws_bytes = attn_ws_bytes(&p);
     return GRAFT_OK;
 }
 
@@ -1158,15 +973,6 @@ extern "C" graft_status gcuda_attn_decode(const gcuda_attn_decode_args *a, gcuda
     if (p.nsplit < 1 || p.nsplit > AT_MAX_SPLITS)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: num_splits %d (call gcuda_attn_decode_plan)",
                           p.nsplit);
-    if (a->merge < 0 || a->merge > 2)
-        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: merge %d (0, 1, 2)", a->merge);
-    if (a->merge == 2) { /* as planned: the tensor-core kernel, the splits in one cluster */
-        if (gt != 0 || p.nsplit > AT_CL_MAX)
-            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: merge 2 with %d splits (impl %d, dtype %d; "
-                              "call gcuda_attn_decode_plan)", p.nsplit, a->impl, a->dtype);
-        p.cl = 1;
-        GCUDA_DISPATCH(a->dtype, "gcuda_attn_decode", { return attn_d<T>(dt, gt, &p, 0, NULL, s, err); });
-    }
     size_t need = attn_ws_bytes(&p);
     if (!a->ws || a->ws_bytes < need)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: workspace of %zu bytes, %zu needed", a->ws_bytes,

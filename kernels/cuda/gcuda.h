@@ -113,19 +113,14 @@ graft_status gcuda_rotary_pair(const gcuda_rotary_args *a, const gcuda_rotary_ar
 graft_status gcuda_gemv_plan(int dtype, int64_t K, int64_t N, size_t *ws_bytes, graft_error *err);
 graft_status gcuda_gemv(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
                         size_t ws_bytes, gcuda_stream s, graft_error *err);
-/* Asks L2 to fetch up to GCUDA_PREFETCH_MAX byte ranges (weights a later
- * kernel will read) and returns at once: a hint, no result. */
+/* Up to GCUDA_PREFETCH_MAX byte ranges (weights a later kernel will read)
+ * that a kernel asks L2 for: a hint, no result (gcuda_attn_decode_args.pf). */
 #define GCUDA_PREFETCH_MAX 4
 typedef struct gcuda_prefetch_set {
     const void *ptr[GCUDA_PREFETCH_MAX];
     size_t bytes[GCUDA_PREFETCH_MAX];
     int n;
 } gcuda_prefetch_set;
-graft_status gcuda_l2_prefetch(const gcuda_prefetch_set *ps, gcuda_stream s, graft_error *err);
-/* The same in the stream's order, as a programmatic dependent: the next
- * kernel may start at once (its weights' loads), this one ends after the
- * kernel before it; `blocks` blocks of 256 threads (<= 0: 132). */
-graft_status gcuda_l2_prefetch_dep(const gcuda_prefetch_set *ps, int blocks, gcuda_stream s, graft_error *err);
 
 /* n <= GCUDA_GEMV_MAX GEMVs of one x in one launch: y[j][N[j]] = x[K] .
  * W[j][K, N[j]] (q/k/v or gate/up projections of one hidden state). */
@@ -181,18 +176,6 @@ typedef struct gcuda_attn_decode_args {
                                  * one has passed on the device); 1: the CUDA-core kernel;
                                  * 2: tensor cores (mma.sync) for fp16/bf16, the CUDA-core
                                  * kernel for fp32. Plan and run with the same value. */
-    int merge;                  /* how the splits merge; 0: the plan picks (GRAFT_CUDA_ATTN_CLUSTER=N:
-                                 * a cluster of up to N where the kernel and splits allow; unset: 1),
-                                 * 1: a second kernel, through the workspace; 2: the tensor-core
-                                 * kernel's splits of a (batch, kv head) as one thread-block cluster
-                                 * that merges them in shared memory (at most 16 splits, no
-                                 * workspace). Set by gcuda_attn_decode_plan; run with that value. */
-    int early;                  /* 1: seq_lens and the caches' rows before seq_lens - 1 were written
-                                 * before the kernel launched just before this one (or by copies):
-                                 * the tensor-core kernel may read them before it waits for that
-                                 * kernel (a programmatic dependent launch; every graft kernel waits
-                                 * before it lets the next one start, so the kernels two launches
-                                 * back have ended) */
     void *ws;                   /* workspace of ws_bytes (gcuda_attn_decode_plan) */
     size_t ws_bytes;
     /* Non-NULL (both): the current token's key and value rows, one per

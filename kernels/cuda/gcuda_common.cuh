@@ -93,17 +93,11 @@ __device__ __forceinline__ void gc_pdl_wait()
 #endif
 }
 
-/* Every decode kernel calls gc_pdl_wait before gc_pdl_trigger (the lab's
- * l2_prefetch_dep_kernel aside), so when a kernel starts, the kernels two
- * or more launches before it have ended: what only they wrote may be read
- * before the wait (the weights, and gcuda_attn_decode_args.early). Except
- * under GRAFT_CUDA_PDL_EARLY=1 (opt-in, a lab): a decode GEMV
- * (gemv_rows_kernel) then triggers as it starts, so that the kernel after
- * it starts and asks for its weights while the kernels before still run.
- * What is read before the wait must then have been written before the
- * step's kernels: the weights, and the older cache rows and lengths that
- * gcuda_attn_decode_args.early reads. Data read after the wait is safe
- * either way (a wait is for the kernel before, which waited in turn). */
+/* Every decode kernel calls gc_pdl_wait before gc_pdl_trigger, so when a
+ * kernel starts, the kernels two or more launches before it have ended:
+ * what only they wrote may be read before the wait (the weights). Data
+ * read after the wait is safe (a wait is for the kernel before, which
+ * waited in turn). */
 
 /* GRAFT_CUDA_PDL (read once, gcuda_core.cu): 0 plain launches; "gemv"
  * the decode GEMVs as programmatic dependents; "all" (the default) the
@@ -112,25 +106,17 @@ int gcuda_pdl_mode(void);
 static inline bool gcuda_pdl_all(void) { return gcuda_pdl_mode() >= 2; }
 
 /* k<<<g, b, smem, s>>>(args...), as a programmatic dependent when pdl (k
- * must call gc_pdl_wait before reading what an earlier kernel wrote) and,
- * when cluster > 0, in thread-block clusters of that many blocks along x
- * (gc_launch_cluster: the launch's error; gc_launch leaves it for
- * GCUDA_CHECK_LAUNCH, cudaGetLastError). */
+ * must call gc_pdl_wait before reading what an earlier kernel wrote); the
+ * launch's error is left for GCUDA_CHECK_LAUNCH (cudaGetLastError). */
 template <typename X> struct gc_id {
     typedef X type;
 };
 template <typename... KA>
-static inline cudaError_t gc_launch_cluster(bool pdl, unsigned cluster, void (*k)(KA...), dim3 g, dim3 b, size_t smem,
-                                            gcuda_stream s,
-                                            typename gc_id<KA>::type... args) /* converted to the kernel's parameters here */
+static inline void gc_launch(bool pdl, void (*k)(KA...), dim3 g, dim3 b, size_t smem, gcuda_stream s,
+                             typename gc_id<KA>::type... args) /* converted to the kernel's parameters here */
 {
-    cudaLaunchAttribute at[2];
+    cudaLaunchAttribute at[1];
     unsigned n = 0;
-    if (cluster) {
-        at[n].id = cudaLaunchAttributeClusterDimension;
-        at[n].val.clusterDim.x = cluster, at[n].val.clusterDim.y = 1, at[n].val.clusterDim.z = 1;
-        n++;
-    }
     if (pdl) {
         at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         at[n].val.programmaticStreamSerializationAllowed = 1;
@@ -143,40 +129,7 @@ static inline cudaError_t gc_launch_cluster(bool pdl, unsigned cluster, void (*k
     cfg.stream = s;
     cfg.attrs = at;
     cfg.numAttrs = n;
-    return cudaLaunchKernelEx(&cfg, k, args...);
-}
-template <typename... KA>
-static inline void gc_launch(bool pdl, void (*k)(KA...), dim3 g, dim3 b, size_t smem, gcuda_stream s,
-                             typename gc_id<KA>::type... args)
-{
-    (void)gc_launch_cluster(pdl, 0, k, g, b, smem, s, args...);
-}
-
-/* Whether the device runs a cluster of c blocks of kernel k (threads a
- * block, smem bytes of dynamic shared memory, already allowed) at once;
- * past 8 blocks it allows non-portable clusters first. Errors are
- * cleared and answer false. */
-template <typename... KA> static inline bool gc_cluster_fits(void (*k)(KA...), int c, int threads, size_t smem)
-{
-    if (c > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned)c, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)c);
-    cfg.blockDim = dim3((unsigned)threads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return n >= 1;
+    (void)cudaLaunchKernelEx(&cfg, k, args...);
 }
 
 /* The copy engine (sm_90): 1-D cp.async.bulk copies from global into shared
@@ -217,38 +170,6 @@ __device__ __forceinline__ void gc_cp16(void *dst, const void *src, bool ok)
 }
 __device__ __forceinline__ void gc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void gc_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-/* Thread-block clusters (sm_90): the cluster barrier (every thread of
- * every block arrives, then waits; release/acquire order the blocks'
- * shared and global writes before it against reads after it), a shared
- * address of this block mapped to block `rank` of the cluster, and stores
- * and loads there. */
-__device__ __forceinline__ void gc_cluster_arrive(bool release)
-{
-    if (release) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-    else asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void gc_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-__device__ __forceinline__ uint32_t gc_cluster_map(const void *p, unsigned rank)
-{
-    uint32_t r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(gc_smem_addr(p)), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ void gc_cluster_st16(uint32_t a, unsigned short v)
-{
-    asm volatile("st.shared::cluster.u16 [%0], %1;" ::"r"(a), "h"(v) : "memory");
-}
-__device__ __forceinline__ void gc_cluster_stf(uint32_t a, float v)
-{
-    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
-}
-__device__ __forceinline__ float gc_cluster_ldf(uint32_t a)
-{
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
-    return v;
-}
 
 /* Waits until the mbarrier's phase of this parity has completed. */
 __device__ __forceinline__ void gc_mbar_wait(uint32_t bar, uint32_t parity)

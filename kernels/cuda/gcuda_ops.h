@@ -188,21 +188,6 @@ int gcuda_gemv_rows_chain_pro_fits(int dtype, const gops_fuse *chain);
 graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0, const void *w1, void *y0, void *y1,
                                        int64_t K, int64_t N, const gops_fuse *tail, gcuda_stream s, graft_error *err);
 
-/* Two GEMVs in sequence in one launch of one thread-block cluster
- * (kernels/cuda/gemv_seq.cu): y1 = W1 [N1, K1] . x with the per-element
- * chain f1 reading y1 (its output f1->y: g, N1 elements of the dtype),
- * then y2 = W2 [N2, N1] . g with the chain f2 reading y2, per element or
- * headed by an RMSNorm over all N2 (and the skip norm after it). fp16 and
- * bf16, K1 and N1 multiples of 8, x, the weights and g 16-byte aligned;
- * GRAFT_EUNSUPPORTED when the weights do not fit the shared memory of a
- * cluster the device can run (gcuda_gemv_rows_seq_fits says beforehand). */
-graft_status gcuda_gemv_rows_seq(int dtype, const void *x, const void *w1, void *y1, int64_t K1, int64_t N1,
-                                 const gops_fuse *f1, const void *w2, void *y2, int64_t N2, const gops_fuse *f2,
-                                 gcuda_stream s, graft_error *err);
-/* The cluster's blocks gcuda_gemv_rows_seq would use for these shapes; 0:
- * it does not take them. */
-int gcuda_gemv_rows_seq_fits(int dtype, int64_t K1, int64_t N1, int64_t N2);
-
 /* *out (device) = the index of the largest of x[0..n), the lowest index on
  * a tie, as the host's greedy pick (best = 0; x[i] > x[best] moves it):
  * NaN never wins, a NaN at 0 or nothing above -inf gives 0. ws: device

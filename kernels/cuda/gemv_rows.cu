@@ -84,11 +84,8 @@ typedef struct rows_set {
                      * 2: by rows_norm_compact (rows_compact_plan; GRAFT_CUDA_ROWS_V8=2) */
     rows_compact cc; /* v8 2: the chain as rows_norm_compact runs it */
     rows_cpro cp;    /* a chain prologue in the compact form (cp.x: PRO 4), else the general one (PRO 3: the tail) */
-    int pdl_early;   /* GRAFT_CUDA_PDL_EARLY=1: the kernel after this one may start at once (gcuda_common.cuh) */
     int epid;        /* EPI 1, 3 at TPR > 32: the first warp sums its rows' warp partials itself, one block barrier
                       * fewer (GRAFT_CUDA_ROWS_EPID=0: not; E2B 418 -> 425 tok/s, session 25) */
-    int gpf;         /* PRO 1, 2: the norm's gamma (and bias) asked of L1 before the wait (GRAFT_CUDA_ROWS_GPF=1;
-                      * E2B 418.0 tok/s against 418.3 without, session 25: neutral) */
     int loop;        /* bit EPI (0, 1, 3; no prologue): the vector kernel loops on the blocks that fit at once, the
                       * next group's loads issued before this one's sums and chain (GRAFT_CUDA_ROWS_LOOP=013: the
                       * EPIs named; not yet timed) */
@@ -438,23 +435,6 @@ __device__ __forceinline__ void rows_first(const rows_at &a, int K, int lane, bo
     }
 }
 
-/* PRO 1, 2 (set.gpf): the norm prologue's gamma (and bias), weights that
- * predate the step, asked of L1 before the wait (gcuda_common.cuh), a
- * 16-byte chunk a thread: the GEMV loop's rows_x then finds them there
- * instead of waiting on L2 after the norm's sum. A hint: no value changes. */
-__device__ __forceinline__ void rows_gamma_prefetch(const rows_set &set, int K, int es)
-{
-    const int C = K * es / 16;
-    for (int c = (int)threadIdx.x; c < C; c += ROWS_THREADS) {
-        const uint4 *g = reinterpret_cast<const uint4 *>(set.pro.gamma) + c;
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(g));
-        if (set.pro.bias) {
-            const uint4 *bb = reinterpret_cast<const uint4 *>(set.pro.bias) + c;
-            asm volatile("prefetch.global.L1 [%0];" ::"l"(bb));
-        }
-    }
-}
-
 /* EPI 1, 3: row r's chain, its product y0 stored by the caller; a pair's
  * second product a1 (EPI 3) stored first, since the chain may read it (in a
  * layout other than the output's). Both GEMV kernels' epilogue. */
@@ -541,7 +521,6 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
 {
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
     const int groups = (set.rows + RPB - 1) / RPB, lane = (int)threadIdx.x % TPR;
-    if (set.pdl_early) gc_pdl_trigger(); /* the next kernel's blocks may take the SMs left and ask for its weights */
     const uint64_t pol = rows_policy();
     const bool ef = set.l2ef;
     float inv = 1.0f;
@@ -557,8 +536,6 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
         void *yb = at.y;
         float acc = 0.0f, acc2 = 0.0f;
         if (first) { /* after the first group's loads (rows_first) */
-            if constexpr (VEC && (PRO == 1 || PRO == 2))
-                if (set.gpf) rows_gamma_prefetch(set, K, (int)sizeof(T));
             gc_pdl_wait(); /* x is the kernel before's output */
             gc_pdl_trigger();
             x = rows_pro_x<T, PRO>(x, set, K, tail);
@@ -656,226 +633,6 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
     if constexpr (EPI == 2) rows_last_block<T>(set, tail, counter);
 }
 
-/* ------------------------------------------------------------------ streaming GEMV
- * gemv_stream_kernel: the same products (and prologues, chains, last block)
- * on a persistent grid, each block a contiguous run of rows and each warp
- * every ST_WARPS-th row of it, whose weights the copy engine streams into
- * the warp's own shared-memory stages: a row in P pieces of up to CP
- * 16-byte chunks (of each matrix, EPI 3: the pair's two rows), each piece
- * one cp.async.bulk a matrix completing on the stage's mbarrier, `stages`
- * pieces in flight a warp, a stage refilled by the warp as soon as it has
- * read it (no block barrier in the loop). Bytes in flight do not depend on
- * registers or on blocks being replaced as they end (the register kernel's
- * 2-3 loads a thread in thousands of short blocks), and each warp's first
- * stages are asked for before the wait for the kernel before. x (or the
- * prologue's norm of it, rounded to T) sits in shared memory after the
- * stages. A row's sum: its lanes' partials by shuffles, in a fixed order.
- * Off unless asked for (GRAFT_CUDA_STREAM, st_get): on the H200 it ran at
- * about half the register kernel's rate on every E2B shape (session 19:
- * the LM head 350 us against 178, E2B decode 284 tok/s against 426; ncu
- * on the o projection: DRAM 17% busy, the warps issuing while they wait on
- * the stages' mbarriers, the copies arriving at ~6 GB/s an SM); kept for
- * the lab, checked by test_kernels under GRAFT_CUDA_STREAM=15. Block-wide
- * stages of R rows refilled after a block barrier ran about as slowly with
- * a copy a row, and slower still with one copy of 24-32 KB a matrix, which
- * the copy engine alone streams at 4.5 TB/s (bench/cuda_bulk_probe.cu;
- * bench/RESULTS.md, session 19, calls 8-10): the consumer loop, not the
- * copies, is what to look at next. */
-#define ST_WARPS (ROWS_THREADS / 32)
-#define ST_MAX_STAGES 8
-
-/* The matrix that row r of the launch belongs to (EPI 3: row r of both). */
-template <int EPI> __device__ __forceinline__ int st_matrix(const rows_set &set, int r)
-{
-    int q = 0;
-    if constexpr (EPI != 3)
-#pragma unroll
-        for (int j = 1; j < GCUDA_GEMV_MAX; j++)
-            if (j < set.n && r >= set.row0[j]) q = j;
-    return q;
-}
-
-/* A warp asks for its piece t (row r = r_begin + warp + ST_WARPS * (t / P),
- * chunks [j CP, ...) of it, j = t % P) into its stage t % stages: lane 0
- * sets the bytes to expect, lane m copies matrix m's part. */
-template <typename T, int EPI>
-__device__ __forceinline__ void st_issue(const rows_set &set, int t, int r_begin, int C, int P, int CP,
-                                         unsigned char *stw, int stage_bytes, int stages, uint64_t *barw, bool ef,
-                                         uint64_t pol)
-{
-    constexpr int NM = EPI == 3 ? 2 : 1;
-    const int lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5;
-    const int r = r_begin + w + ST_WARPS * (t / P), c0 = (t % P) * CP, nc = min(CP, C - c0), s = t % stages;
-    const uint32_t bytes = (uint32_t)nc * 16u, b = gc_smem_addr(barw + s);
-    if (lane == 0) gc_mbar_expect(b, bytes * NM);
-    __syncwarp();
-    if (lane < NM) {
-        const size_t rowb = (size_t)C * 16;
-        const unsigned char *src;
-        if (lane == 1) {
-            src = (const unsigned char *)set.W[1] + (size_t)r * rowb;
-        } else {
-            const int q = st_matrix<EPI>(set, r);
-            src = (const unsigned char *)set.W[q] + (size_t)(r - set.row0[q]) * rowb;
-        }
-        src += (size_t)c0 * 16;
-        gc_bulk_copy(gc_smem_addr(stw + (size_t)s * stage_bytes + (size_t)lane * CP * 16), src, bytes, b, ef, pol);
-    }
-}
-
-template <typename T, int EPI, int PRO>
-__global__ void __launch_bounds__(ROWS_THREADS, 1)
-    gemv_stream_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter, int P, int CP,
-                       int stages, int stage_bytes)
-{
-    constexpr int V = 16 / (int)sizeof(T);
-    extern __shared__ __align__(128) unsigned char st_smem[];
-    __shared__ __align__(8) uint64_t bar[ST_WARPS][ST_MAX_STAGES];
-    const int C = K / V, lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5;
-    const int r_begin = (int)((int64_t)set.rows * blockIdx.x / gridDim.x),
-              r_end = (int)((int64_t)set.rows * (blockIdx.x + 1) / gridDim.x);
-    const int nrows = r_end - r_begin > w ? (r_end - r_begin - w + ST_WARPS - 1) / ST_WARPS : 0;
-    const int T_w = nrows * P; /* the warp's pieces */
-    unsigned char *stw = st_smem + (size_t)w * stages * stage_bytes;
-    uint64_t *barw = bar[w];
-    T *xs = reinterpret_cast<T *>(st_smem + (size_t)ST_WARPS * stages * stage_bytes);
-    const uint64_t pol = rows_policy();
-    const bool ef = set.l2ef;
-    if (lane == 0) gc_mbar_init(barw, stages);
-    __syncwarp();
-    /* the weights do not depend on the kernel before: asked for first */
-    for (int t = 0; t < stages && t < T_w; t++)
-        st_issue<T, EPI>(set, t, r_begin, C, P, CP, stw, stage_bytes, stages, barw, ef, pol);
-    gc_pdl_wait(); /* x is the kernel before's output */
-    gc_pdl_trigger();
-    {
-        const float inv = rows_norm<T, PRO>(x, set, K);
-        for (int c = (int)threadIdx.x; c < C; c += ROWS_THREADS) {
-            if constexpr (PRO == 0) {
-                reinterpret_cast<uint4 *>(xs)[c] = __ldg(reinterpret_cast<const uint4 *>(x) + c);
-            } else {
-                float xf[V];
-                rows_x<T, PRO>(x, set, inv, c, xf);
-#pragma unroll
-                for (int i = 0; i < V; i++) xs[c * V + i] = gc_to<T>(xf[i]);
-            }
-        }
-    }
-    __syncthreads();
-    const uint4 *xv = reinterpret_cast<const uint4 *>(xs);
-    float acc = 0.0f, acc2 = 0.0f;
-    for (int t = 0; t < T_w; t++) {
-        const int s = t % stages, j = t % P, c0 = j * CP, nc = min(CP, C - c0);
-        gc_mbar_wait(gc_smem_addr(barw + s), (uint32_t)((t / stages) & 1));
-        const uint4 *wv = reinterpret_cast<const uint4 *>(stw + (size_t)s * stage_bytes), *wv2 = wv + CP;
-#pragma unroll 4
-        for (int c = lane; c < nc; c += 32) {
-            float wf[V], xf[V];
-            gc_unpack<T>(xv[c0 + c], xf);
-            gc_unpack<T>(wv[c], wf);
-#pragma unroll
-            for (int i = 0; i < V; i++) acc = fmaf(wf[i], xf[i], acc);
-            if constexpr (EPI == 3) {
-                gc_unpack<T>(wv2[c], wf);
-#pragma unroll
-                for (int i = 0; i < V; i++) acc2 = fmaf(wf[i], xf[i], acc2);
-            }
-        }
-        __syncwarp(); /* the warp is done with stage s */
-        if (t + stages < T_w) st_issue<T, EPI>(set, t + stages, r_begin, C, P, CP, stw, stage_bytes, stages, barw, ef, pol);
-        if (j == P - 1) { /* the row's last piece: its sum, in a fixed order, and its epilogue */
-            acc = gc_warp_sum(acc);
-            if constexpr (EPI == 3) acc2 = gc_warp_sum(acc2);
-            if (lane == 0) {
-                const int r = r_begin + w + ST_WARPS * (t / P), q = st_matrix<EPI>(set, r);
-                const T yv = gc_to<T>(acc);
-                ((T *)set.y[q])[r - set.row0[q]] = yv;
-                if constexpr (EPI == 1 || EPI == 3) rows_chain_row<T, EPI>(set, tail, r, yv, acc2);
-            }
-            acc = acc2 = 0.0f;
-        }
-    }
-    if constexpr (EPI == 2) rows_last_block<T>(set, tail, counter);
-}
-
-/* The streaming kernel's knobs, read once: GRAFT_CUDA_STREAM, the
- * epilogues it takes as a mask (1 none, 2 EPI 1, 4 EPI 2, 8 EPI 3; 15 all;
- * default ST_DEFAULT: off), for launches reading at least GRAFT_CUDA_STREAM_MIN
- * bytes of weights (KB, default ST_MIN_KB); GRAFT_CUDA_STREAM_PIECE: a
- * piece's most bytes of one matrix (KB); GRAFT_CUDA_STREAM_SMEM: the
- * shared memory a block's stages and x may take (KB); GRAFT_CUDA_STREAM_BPS:
- * blocks an SM. */
-#define ST_DEFAULT 0
-#define ST_MIN_KB 2048
-struct st_knobs {
-    int on;
-    long long min_bytes;
-    int piece_max, smem_max, bps;
-};
-static const st_knobs &st_get()
-{
-    static st_knobs k = {-1, 0, 0, 0, 0};
-    if (k.on < 0) {
-        auto num = [](const char *name, long long d) {
-            const char *e = getenv(name);
-            return e && *e ? atoll(e) : d;
-        };
-        k.on = (int)num("GRAFT_CUDA_STREAM", ST_DEFAULT) & 15;
-        k.min_bytes = num("GRAFT_CUDA_STREAM_MIN", ST_MIN_KB) * 1024;
-        k.piece_max = (int)num("GRAFT_CUDA_STREAM_PIECE", 4) * 1024;
-        k.smem_max = (int)num("GRAFT_CUDA_STREAM_SMEM", 200) * 1024;
-        k.bps = (int)num("GRAFT_CUDA_STREAM_BPS", 1);
-        if (k.bps < 1 || k.bps > 4) k.bps = 1;
-        if (k.piece_max < 512) k.piece_max = 512;
-    }
-    return k;
-}
-
-template <typename T, int EPI, int PRO>
-static cudaError_t st_launch(const cudaLaunchConfig_t *cfg, const T *x, const rows_set &set, int K,
-                             const gops_fuse &tail, unsigned *counter, int P, int CP, int stages, int stage_bytes)
-{
-    static size_t raised = 0; /* the dynamic shared memory this instantiation may take */
-    if (cfg->dynamicSmemBytes > raised) {
-        cudaError_t e = cudaFuncSetAttribute(gemv_stream_kernel<T, EPI, PRO>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg->dynamicSmemBytes);
-        if (e != cudaSuccess) return e;
-        raised = cfg->dynamicSmemBytes;
-    }
-    return cudaLaunchKernelEx(cfg, gemv_stream_kernel<T, EPI, PRO>, x, set, K, tail, counter, P, CP, stages,
-                              stage_bytes);
-}
-
-/* The streaming kernel's geometry for `rows` rows of K elements (es bytes,
- * nm matrices read a row), or false where it does not run (off for this
- * epilogue, too few bytes, fewer than two stages fit). */
-typedef struct st_geom {
-    int P, CP, stages, stage_bytes, grid;
-    size_t smem;
-} st_geom;
-static bool st_plan(int epi, int64_t rows, int64_t K, size_t es, int nm, int sms, st_geom *g)
-{
-    const st_knobs &k = st_get();
-    const int64_t C = K * (int64_t)es / 16;
-    if (!(k.on >> epi & 1) || rows * C * 16 * nm < k.min_bytes) return false;
-    int64_t P = (C * 16 + k.piece_max - 1) / k.piece_max;
-    g->CP = (int)((C + P - 1) / P);
-    g->P = (int)((C + g->CP - 1) / g->CP);
-    g->stage_bytes = (int)(((int64_t)nm * g->CP * 16 + 127) / 128 * 128);
-    const size_t xb = ((size_t)C * 16 + 127) / 128 * 128;
-    const int64_t budget = (int64_t)k.smem_max / k.bps - (int64_t)xb;
-    int64_t st = budget / ((int64_t)ST_WARPS * g->stage_bytes);
-    if (st > ST_MAX_STAGES) st = ST_MAX_STAGES;
-    if (st < 2) return false;
-    g->stages = (int)st;
-    g->smem = (size_t)ST_WARPS * g->stages * g->stage_bytes + xb;
-    int64_t grid = (int64_t)sms * k.bps;
-    if (grid > rows) grid = rows;
-    g->grid = (int)grid;
-    return true;
-}
-
-
 /* Threads per row: the fewest (32 up to 256) that hold a row in U loads
  * each, then more while the launch has under two blocks per SM. */
 static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
@@ -890,9 +647,10 @@ static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
  * the blocks that fit on the device at once (its occupancy is asked once),
  * the others on a block a group of rows. Fewer blocks compute a prologue
  * or count in for a last block: E2B decode 2658 -> 2598 us a step (H200,
- * session 17); fitting the streaming kernels too measured slower (the LM
- * head 183 -> 221 us), and they no longer loop. GRAFT_CUDA_ROWS_GRID=0: a
- * block a group always. */
+ * session 17); fitting the others too measured slower (the LM head 183 ->
+ * 221 us), so they loop only under GRAFT_CUDA_ROWS_LOOP (rows_loops), which
+ * keeps the next group's loads in flight. GRAFT_CUDA_ROWS_GRID=0: a block
+ * a group always. */
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false>
 static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T *x, const rows_set &set, int K,
                                const gops_fuse &tail, unsigned *counter)
@@ -1004,29 +762,6 @@ static cudaError_t rows_launch_epi(bool vec, int tpr, const cudaLaunchConfig_t *
     }
 }
 
-/* GRAFT_CUDA_ROWS_PRO_U=8 (a lab; with FUSE_CPRO=3, E2B 343 tok/s against 418,
- * session 25): the gate/up pair with a
- * skip-norm prologue (PRO 2, or the compact chain's, PRO 4) loads 8 chunks
- * a thread instead of ROWS_UNROLL. Such a kernel runs on the blocks that fit
- * at once, each looping over its groups with one group's loads in flight
- * (rows_first), so a thread's loads are all the SM has in flight: at K 1536
- * and TPR 128, 3 chunks a thread, 36 KB an SM at 3 blocks, where the plain
- * pair has 5 blocks of 3 and is replaced as they end (E2B with the compact
- * prologue there, GRAFT_CUDA_FUSE_CPRO=3: 426 -> 332 tok/s, session 24). At
- * 8 the pair takes TPR 64, 6 chunks a thread. TPR 64 and 128 only (K up to
- * 2048 and 4096); other launches keep ROWS_UNROLL. */
-template <typename T, int PRO>
-static cudaError_t rows_launch_pair_u8(int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x,
-                                       const rows_set &set, int K, const gops_fuse &tail, unsigned *counter)
-{
-    if constexpr (sizeof(T) != 2) {
-        return cudaErrorInvalidValue;
-    } else {
-        if (tpr == 64) return rows_launch<T, 64, 8, true, 3, PRO>(cfg, sms, x, set, K, tail, counter);
-        return rows_launch<T, 128, 8, true, 3, PRO>(cfg, sms, x, set, K, tail, counter);
-    }
-}
-
 /* pair: two matrices of N rows, row r of both by one thread group, their
  * outputs then tail (which reads the first's y as leaf 0 and may read the
  * second's) per element. pro: x is the RMSNorm of pro->x (+ skip + bias),
@@ -1052,12 +787,8 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     /* GRAFT_CUDA_ROWS_V8: unset 1, 0 the general row, 2 rows_norm_compact where it fits */
     static const int v8 = gc_env_is("GRAFT_CUDA_ROWS_V8", "0") ? 0 : gc_env_is("GRAFT_CUDA_ROWS_V8", "2") ? 2 : 1;
     set.l2ef = l2ef;
-    static const int pdl_early = gc_env_is("GRAFT_CUDA_PDL_EARLY", "1");
-    set.pdl_early = pdl_early;
     static const int epid = !gc_env_is("GRAFT_CUDA_ROWS_EPID", "0");
     set.epid = epid;
-    static const int gpf = gc_env_is("GRAFT_CUDA_ROWS_GPF", "1");
-    set.gpf = gpf;
     static int loop = -1;
     if (loop < 0) {
         const char *lp = getenv("GRAFT_CUDA_ROWS_LOOP");
@@ -1146,9 +877,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     int sms;
     graft_status st = gcuda_sm_count(&sms, err);
     if (st) return st;
-    static const int pro_u8 = gc_env_is("GRAFT_CUDA_ROWS_PRO_U", "8");
-    bool u8 = pro_u8 && vec && es == 2 && pair && (pk == 2 || (pk == 3 && set.cp.x)) && unroll == ROWS_UNROLL;
-    int tpr = vec ? rows_tpr((pair ? 2 : 1) * K * (int64_t)es / 16, set.rows, u8 ? 8 : unroll, sms) : ROWS_THREADS;
+    int tpr = vec ? rows_tpr((pair ? 2 : 1) * K * (int64_t)es / 16, set.rows, unroll, sms) : ROWS_THREADS;
     static int force_tpr = -1; /* GRAFT_CUDA_ROWS_TPR=32|64|128|256: the kernel lab's override */
     if (force_tpr < 0) {
         const char *ft = getenv("GRAFT_CUDA_ROWS_TPR");
@@ -1156,10 +885,6 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         force_tpr = v == 32 || v == 64 || v == 128 || v == 256 ? v : 0;
     }
     if (vec && force_tpr) tpr = force_tpr;
-    if (u8 && tpr != 64 && tpr != 128) { /* the instantiations it has: else as without it */
-        u8 = false;
-        if (!force_tpr) tpr = rows_tpr(2 * K * (int64_t)es / 16, set.rows, unroll, sms);
-    }
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
@@ -1177,30 +902,6 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d with a tail or a prologue", unroll);
     if (pk && (epi == 2 || (epi == 1 && pk != 3)))
         return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: a norm prologue with a single-matrix tail");
-    /* the streaming kernel's instantiations: 2-byte types; a norm prologue only before matrices without a chain
-     * (q/k/v); no skip-norm prologue */
-    st_geom sg;
-    if (vec && es == 2 && (pk == 0 || (pk == 1 && epi == 0)) && unroll == ROWS_UNROLL &&
-        st_plan(epi, set.rows, K, es, pair ? 2 : 1, sms, &sg)) {
-        cudaLaunchConfig_t sc = cfg;
-        sc.gridDim = dim3((unsigned)sg.grid);
-        sc.dynamicSmemBytes = sg.smem;
-        auto go = [&](auto zero) {
-            typedef decltype(zero) T;
-            const T *xt = (const T *)x;
-#define ST_EPI(EPI, PRO) e = st_launch<T, EPI, PRO>(&sc, xt, set, Ki, tf, counter, sg.P, sg.CP, sg.stages, sg.stage_bytes)
-            if (epi == 0 && pk == 1) ST_EPI(0, 1);
-            else if (epi == 0) ST_EPI(0, 0);
-            else if (epi == 1) ST_EPI(1, 0);
-            else if (epi == 2) ST_EPI(2, 0);
-            else ST_EPI(3, 0);
-#undef ST_EPI
-        };
-        if (dtype == GRAFT_DTYPE_FLOAT16) go(__half());
-        else go(__nv_bfloat16());
-        if (e != cudaSuccess) return gcuda_fail(err, e, "launch gemv_stream_kernel", __FILE__, __LINE__);
-        return GRAFT_OK;
-    }
     GCUDA_DISPATCH(dtype, "gcuda_gemv_rows", {
         const T *xt = (const T *)x;
         if (unroll != ROWS_UNROLL && vec) { /* the bench's other geometries (unaligned rows: the scalar kernel) */
@@ -1218,9 +919,6 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
             else ROWS_EPI(1, 0);
         } else if (epi == 2) {
             ROWS_EPI(2, 0);
-        } else if (u8) {
-            if (pk == 2) e = rows_launch_pair_u8<T, 2>(tpr, &cfg, sms, xt, set, Ki, tf, counter);
-            else e = rows_launch_pair_u8<T, 4>(tpr, &cfg, sms, xt, set, Ki, tf, counter);
         } else {
             if (pk == 0) ROWS_EPI(3, 0);
             else if (pk == 1) ROWS_EPI(3, 1);

@@ -143,7 +143,6 @@ struct cx_node {
     int mm;             /* sibling MatMuls: 1 the group's first (runs their GEMVs), 2 a later one */
     struct cx_mgroup *mg; /* the first's group */
     uint64_t mm_run;    /* run_no in which the first made this node's output */
-    int pf_next;        /* GRAFT_CUDA_PREFETCH: 1 + the next weight MatMul's node index (0: none) */
     int wm_next;        /* GRAFT_CUDA_ATTN_PF: 1 + the first weight MatMul after this node (a group's first
                          * standing for the group; 0: none) */
     struct cx_node *mt; /* MatMul: the node (fuse 4) whose chain its one-row GEMV runs as its epilogue */
@@ -151,9 +150,6 @@ struct cx_node {
     struct cx_node *tail_skip; /* a fuse 4 tail: the skip RMSNorm (fuse 6) run after its chain */
     struct cx_node *cpro; /* MatMul (a group's first, with pro): the chain (fuse 7) its GEMV computes first; that
                            * chain's tail: the MatMul */
-    struct cx_node *seq;  /* MatMul with a chain (mt): the MatMul reading that chain's output whose GEMV and chain
-                           * run in its launch (plan_seq); on that MatMul: this one */
-    bool seq_second;      /* ... the later one, its output made when mm_run says so */
     /* plan_attn_prep (GRAFT_CUDA_FUSE_ATTN=0: off): an Attention's q and k rotaries (with their norms)
      * and its v's spelled-out norm chain, whose work its one-token decode kernel does first. On those
      * nodes attn_by is the Attention; when they run they only shape their outputs and leave their
@@ -197,7 +193,6 @@ struct cx_exec {
     size_t n_fast_attn; /* attention nodes on the in-place fast kernels (last run) */
     size_t n_fused_append; /* ... of them whose decode kernel also appended the new K/V rows (last run) */
     size_t n_attn_pf, attn_pf_bytes; /* ... that asked L2 for the next weights, and how many bytes (last run) */
-    size_t n_attn_cluster; /* ... of them whose splits merged in a thread-block cluster (last run) */
     int64_t *iota;      /* device 0, 1, ... (rotary positions when the graph gives none) */
     int64_t iota_n;
     /* CUDA graphs: a step whose graph inputs have the shapes of the last
@@ -267,19 +262,11 @@ struct cx_exec {
     size_t n_rope_pairs;            /* RotaryEmbeddings launched with the one before them */
     size_t n_attn_preps;            /* Attentions whose decode kernel may do their q/k rotaries (v norm) */
     size_t n_attn_took[3];          /* ... that did the q rotary, the k rotary, the v norm, last run */
-    size_t n_seqs;                  /* MatMuls whose GEMV (and chain) the one before them runs (plan_seq) */
     size_t rows_bytes;
-    /* GRAFT_CUDA_PREFETCH=MB: after each weight MatMul of a decode step, a side
-     * stream asks L2 for up to MB of the next one's weights (forked from and
-     * joined back to the step's stream, so it is part of the CUDA graph) */
-    size_t pf_bytes;
     /* GRAFT_CUDA_ATTN_PF=MB: a decode attention kernel asks L2 for up to MB of the weights of the
      * MatMuls after it (gcuda_attn_decode_args.pf; fuse.c, plan_attn_pf) */
     size_t apf_bytes;
     bool apf_late; /* GRAFT_CUDA_ATTN_PF_LATE=1: gcuda_attn_decode_args.pf_late */
-    cudaStream_t pf_stream;
-    cudaEvent_t pf_fork, pf_join;
-    bool pf_forked;
     /* replayed steps: host seconds preparing them (host nodes, checks,
      * launch) and GPU seconds of the graphs (events around the launch,
      * read at the next replay) */
@@ -353,7 +340,6 @@ graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err);
  * chain as its epilogue; y is cn's output, already made. 1 in *done when
  * it ran, 0 when the shapes do not allow it (nothing launched). */
 graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val *y, int *done, graft_error *err);
-graft_status cx_seq_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val *y, int *done, graft_error *err);
 /* A fuse 5 norm: its outputs shaped when its MatMul(s) can compute it this
  * run (one row, weights stored [N, K]), else run as usual. */
 graft_status cx_pro_norm(cx_exec *x, cx_node *cn, graft_error *err);
@@ -376,11 +362,8 @@ graft_status cx_pro_gemv(cx_exec *x, cx_node *cn, int dtype, const gops_rows_nor
 /* A fuse 6 skip norm: nothing when the GEMV before it computed it this run, else itself. */
 graft_status cx_skip_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);
-/* GRAFT_CUDA_PREFETCH: after node cn ran, the next weights asked for on the
- * side stream; cx_prefetch_join joins it back at the end of a run. */
-void cx_prefetch_next(cx_exec *x, cx_node *cn);
+/* GRAFT_CUDA_ATTN_PF: the weights decode attention cn asks L2 for (fuse.c). */
 void cx_attn_pf(cx_exec *x, const cx_node *cn, gcuda_prefetch_set *ps);
-void cx_prefetch_join(cx_exec *x);
 /* Writes the lengths for a replay (the copy is in the graph). */
 int cx_lens_replay(cx_exec *x, int64_t past, int64_t total);
 /* The node's zeroed workspace of at least `bytes`. */

@@ -722,9 +722,6 @@ static void cx_free(rt_backend *b)
     if (x->dlen) cudaFree(x->dlen);
     if (x->iota) cudaFree(x->iota);
     if (x->hlen) cudaFreeHost(x->hlen);
-    if (x->pf_fork) cudaEventDestroy(x->pf_fork);
-    if (x->pf_join) cudaEventDestroy(x->pf_join);
-    if (x->pf_stream) cudaStreamDestroy(x->pf_stream);
     if (x->amax_d) cudaFree(x->amax_d);
     if (x->amax_h) cudaFreeHost(x->amax_h);
     gops_blas_free(x->blas);
@@ -1120,18 +1117,7 @@ static void prof_graph_collect(cx_exec *x)
     (void)cudaGetLastError();
 }
 
-static graft_status run_nodes_in(cx_exec *x, graft_error *err);
-
-/* One run of the graph; a side stream forked for prefetching is joined back
- * whatever happened (a capture needs it). */
 static graft_status run_nodes(cx_exec *x, graft_error *err)
-{
-    graft_status rc = run_nodes_in(x, err);
-    cx_prefetch_join(x);
-    return rc;
-}
-
-static graft_status run_nodes_in(cx_exec *x, graft_error *err)
 {
     graft_status rc;
     for (size_t i = 0; i < x->n_vals; i++) {
@@ -1143,7 +1129,6 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
     x->n_fast_attn = 0;
     x->n_fused_append = 0;
     x->n_attn_pf = x->attn_pf_bytes = 0;
-    x->n_attn_cluster = 0;
     x->n_cpro_ran = 0;
     memset(x->n_attn_took, 0, sizeof x->n_attn_took);
     x->run_syncs = 0;
@@ -1188,7 +1173,6 @@ static graft_status run_nodes_in(cx_exec *x, graft_error *err)
                 x->cur = NULL;
                 if (rc == GRAFT_OK) rp_record(cn);
             }
-            if (rc == GRAFT_OK && cn->pf_next) cx_prefetch_next(x, cn);
             if (rc == GRAFT_EUNSUPPORTED && !x->placed) { /* a shape the device op does not take */
                 cn->place = CX_HOST;
                 rc = run_host(x, cn, err);
@@ -1744,10 +1728,6 @@ static const char *cx_describe(rt_backend *b)
         snprintf(fz + l, sizeof fz - l, "; %zu decode attentions asked L2 for the next weights (%.0f MB, last run)",
                  x->n_attn_pf, (double)x->attn_pf_bytes / (1 << 20));
     }
-    if (x->n_attn_cluster) {
-        size_t l = strlen(fz);
-        snprintf(fz + l, sizeof fz - l, "; %zu decode attentions merged their splits in a cluster", x->n_attn_cluster);
-    }
     if (x->n_attn_preps) {
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu attentions may make their q/k/v rows (%zu/%zu/%zu did last run)",
@@ -1756,10 +1736,6 @@ static const char *cx_describe(rt_backend *b)
     if (x->n_rope_pairs) {
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu rotary pairs in one launch", x->n_rope_pairs);
-    }
-    if (x->n_seqs) {
-        size_t l = strlen(fz);
-        snprintf(fz + l, sizeof fz - l, "; %zu GEMVs with the one before them in a cluster launch", x->n_seqs);
     }
     if (x->n_rows) {
         size_t l = strlen(fz);

@@ -22,12 +22,7 @@
  * its v's spelled-out norm (plan_attn_prep); the chain after a weight MatMul run by its GEMV (plan_tails,
  * GRAFT_CUDA_FUSE_TAIL=0: not), and a skip RMSNorm reading such a norm-headed chain run after it in the
  * same launch (plan_tail_skip, GRAFT_CUDA_FUSE_SKIP=0: not); the norm before one computed by it
- * (plan_prologue, GRAFT_CUDA_FUSE_PRO=0: not); off unless asked for (they measured slower on the H200): a
- * GEMV's chain read only by the next GEMV with a chain, both in one cluster launch (plan_seq,
- * GRAFT_CUDA_FUSE_SEQ=1), and (it measured slower
- * on the H200): GRAFT_CUDA_PREFETCH=MB, after each weight
- * MatMul of a decode step a side stream asks L2 for the next one's weights,
- * so that HBM streams while the small kernels between them run. */
+ * (plan_prologue, GRAFT_CUDA_FUSE_PRO=0: not). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -518,7 +513,7 @@ graft_status cx_rows_plan(cx_exec *x, graft_error *err)
 
 /* cn's output made on the device this run by the launch of a node before
  * it (mm_run: a group's first GEMV, a GEMV running cn's chain or skip
- * norm, or the GEMV before a seq_second MatMul). */
+ * norm). */
 bool cx_made(const cx_exec *x, const cx_node *cn)
 {
     const cx_val *v = cx_v(cn->n.out[0]);
@@ -530,23 +525,6 @@ graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err)
 {
     if (cx_made(x, cn)) return GRAFT_OK;
     return cn->dop->run(x, cn, err);
-}
-
-/* GRAFT_CUDA_PREFETCH=MB: each weight MatMul (a group's first stands for
- * the group) points at the next one. */
-static void plan_prefetch(cx_exec *x)
-{
-    const char *e = getenv("GRAFT_CUDA_PREFETCH");
-    long mb = e ? strtol(e, NULL, 10) : 0;
-    if (mb <= 0) return;
-    x->pf_bytes = (size_t)mb << 20;
-    cx_node *prev = NULL;
-    for (size_t i = 0; i < x->n_nodes; i++) {
-        cx_node *cn = &x->nodes[i];
-        if (cn->mm == 2 || !weight_matmul(cn)) continue;
-        if (prev) prev->pf_next = (int)i + 1;
-        prev = cn;
-    }
 }
 
 /* GRAFT_CUDA_ATTN_PF=MB (not yet timed; GRAFT_CUDA_ATTN_PF_LATE=1: the
@@ -596,62 +574,15 @@ void cx_attn_pf(cx_exec *x, const cx_node *cn, gcuda_prefetch_set *ps)
     }
 }
 
-void cx_prefetch_next(cx_exec *x, cx_node *cn)
-{
-    if (!cn->pf_next || !x->graph_step) return;
-    cx_node *nx = &x->nodes[cn->pf_next - 1];
-    gcuda_prefetch_set ps = {0};
-    size_t left = x->pf_bytes;
-    int n = nx->mm == 1 && nx->mg ? nx->mg->n : 1;
-    for (int j = 0; j < n && ps.n < GCUDA_PREFETCH_MAX && left; j++) {
-        cx_val *b = cx_in(n > 1 ? nx->mg->m[j] : nx, 1);
-        if (!b || !b->on_dev || !b->d) continue;
-        size_t take = b->t.nbytes < left ? b->t.nbytes : left;
-        ps.ptr[ps.n] = b->d;
-        ps.bytes[ps.n++] = take;
-        left -= take;
-    }
-    if (!ps.n) return;
-    if (!x->pf_stream) {
-        if (cudaStreamCreateWithFlags(&x->pf_stream, cudaStreamNonBlocking) != cudaSuccess ||
-            cudaEventCreateWithFlags(&x->pf_fork, cudaEventDisableTiming) != cudaSuccess ||
-            cudaEventCreateWithFlags(&x->pf_join, cudaEventDisableTiming) != cudaSuccess) {
-            (void)cudaGetLastError();
-            x->pf_bytes = 0; /* no side stream: no prefetching */
-            cn->pf_next = 0;
-            return;
-        }
-    }
-    graft_error e;
-    if (cudaEventRecord(x->pf_fork, x->stream) != cudaSuccess ||
-        cudaStreamWaitEvent(x->pf_stream, x->pf_fork, 0) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return;
-    }
-    x->pf_forked = true;
-    if (gcuda_l2_prefetch(&ps, (gcuda_stream)x->pf_stream, &e) != GRAFT_OK) (void)cudaGetLastError();
-}
-
-void cx_prefetch_join(cx_exec *x)
-{
-    if (!x->pf_forked) return;
-    x->pf_forked = false;
-    if (cudaEventRecord(x->pf_join, x->pf_stream) != cudaSuccess ||
-        cudaStreamWaitEvent(x->stream, x->pf_join, 0) != cudaSuccess)
-        (void)cudaGetLastError();
-}
-
 static void plan_tails(cx_exec *x);
 static void plan_prologue(cx_exec *x);
 static void plan_tail_skip(cx_exec *x);
 static void plan_chain_pro(cx_exec *x);
-static void plan_seq(cx_exec *x);
 
 void cx_fuse_plan(cx_exec *x)
 {
     const char *env = getenv("GRAFT_CUDA_FUSE"), *fn = getenv("GRAFT_CUDA_FUSE_NORM");
     if (x->check || (env && !strcmp(env, "0"))) {
-        plan_prefetch(x);
         plan_attn_pf(x);
         return;
     }
@@ -763,9 +694,7 @@ void cx_fuse_plan(cx_exec *x)
     plan_tail_skip(x);
     plan_prologue(x);
     plan_chain_pro(x);
-    plan_seq(x);
-    plan_prefetch(x); /* after the groups: a group's first stands for it */
-    plan_attn_pf(x);
+    plan_attn_pf(x); /* after the groups: a group's first stands for it */
 }
 
 /* A member before the tail: nothing computed, its output left absent. */
@@ -901,40 +830,6 @@ graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val 
     if (rc != GRAFT_OK) return rc;
     t->mm_run = x->run_no;
     if (g.sk_y) t->tail_skip->mm_run = x->run_no;
-    *done = 1;
-    return GRAFT_OK;
-}
-
-/* cn's GEMV with its chain, then the MatMul reading the chain's output
- * (cn->seq) with its own chain (and skip norm), in one launch
- * (gcuda_gemv_rows_seq); 1 in *done when it ran, else each runs itself. */
-graft_status cx_seq_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val *y, int *done, graft_error *err)
-{
-    *done = 0;
-    cx_node *t1 = cn->mt, *m2 = cn->seq, *t2 = m2->mt;
-    cx_val *b2 = cx_in(m2, 1);
-    const int dt = a->t.dtype;
-    int64_t K1 = b->t.dims[0], N1 = b->t.dims[1], N2 = b2->t.dims[1];
-    if (!b2->rows || b2->t.dims[0] != N1 || (int64_t)y->t.numel != N1 || !gcuda_gemv_rows_seq_fits(dt, K1, N1, N2))
-        return GRAFT_OK;
-    gops_fuse f1, f2;
-    graft_status rc = fuse_build(x, t1, &f1, err);
-    if (rc != GRAFT_OK) return rc;
-    if (fuse_numel(&f1) != N1 || f1.norm_dim || f1.y_dtype != dt) return GRAFT_OK;
-    cx_val *g = cx_v(t1->n.out[0]);
-    if (cx_in(m2, 0) != g || g->t.rank < 1) return GRAFT_OK;
-    int64_t od[RT_MAX_RANK];
-    memcpy(od, g->t.dims, (size_t)g->t.rank * sizeof *od);
-    od[g->t.rank - 1] = N2;
-    cx_val *y2 = cx_out(x, m2, 0, dt, g->t.rank, od, err);
-    if (!y2) return err->code ? err->code : GRAFT_EIO;
-    if ((rc = cx_to_dev(x, b2, err)) != GRAFT_OK || (rc = fuse_build(x, t2, &f2, err)) != GRAFT_OK) return rc;
-    if (fuse_numel(&f2) != N2 || (f2.norm_dim && f2.norm_dim != N2)) return GRAFT_OK; /* m2 runs itself */
-    if (f2.norm_dim && t2->tail_skip && (rc = skip_args(x, t2, t2->tail_skip, &f2, err)) != GRAFT_OK) return rc;
-    rc = gcuda_gemv_rows_seq(dt, a->d, b->d, y->d, K1, N1, &f1, b2->d, y2->d, N2, &f2, (gcuda_stream)x->stream, err);
-    if (rc != GRAFT_OK) return rc;
-    t1->mm_run = m2->mm_run = t2->mm_run = x->run_no;
-    if (f2.sk_y) t2->tail_skip->mm_run = x->run_no;
     *done = 1;
     return GRAFT_OK;
 }
@@ -1081,49 +976,6 @@ static void plan_tail_skip(cx_exec *x)
         s->fuse = 6;
         t->tail_skip = s;
         x->n_tail_skips++;
-    }
-}
-
-/* GEMV sequences: a weight MatMul m1 whose GEMV runs its per-element
- * chain (plan_tails) read only by another weight MatMul m2 with a chain of
- * its own (per element, or norm-headed with or without its skip norm), no
- * prologue on either: both GEMVs and chains run in m1's launch, one
- * thread-block cluster holding both weights in shared memory
- * (gcuda_gemv_rows_seq; Gemma's per-layer-input gate and projection). m2's
- * chain's other operands (and its skip norm's) must be made before m1; the
- * weights must fit a cluster (gcuda_gemv_rows_seq_fits), checked again at
- * each run with the layouts (else each runs itself). Off unless
- * GRAFT_CUDA_FUSE_SEQ=1: on the H200 the cluster launch took 11.9 us where
- * the two row-kernel launches took 8.1 (test_kernels --epi), and E2B decode
- * ran at 393.5 tok/s against 422-424 (bench/RESULTS.md, session 20). */
-static void plan_seq(cx_exec *x)
-{
-    const char *e = getenv("GRAFT_CUDA_FUSE_SEQ");
-    if (!e || strcmp(e, "1")) return;
-    for (size_t i = 0; i < x->n_nodes; i++) {
-        cx_node *m1 = &x->nodes[i], *t1 = m1->mt;
-        if (!t1 || m1->mm || m1->pro || m1->cpro || m1->seq || !t1->fz || t1->fz->norm || t1->tail_skip) continue;
-        cx_val *g = cx_v(t1->n.out[0]);
-        if (g->n_readers != 1) continue;
-        cx_node *m2 = &x->nodes[g->reader], *t2 = m2->mt;
-        if (!t2 || !t2->fz || m2->mm || m2->pro || m2->cpro || m2->seq || !weight_matmul(m2) ||
-            m2->n.in[0] != t1->n.out[0])
-            continue;
-        int ok = 1;
-        for (int l = 1; l < t2->fz->n_leaf && ok; l++) ok = made_before(x, t2->fz->leaf[l], i);
-        if (t2->tail_skip)
-            for (int j = 0; j < t2->tail_skip->n.n_in && ok; j++) {
-                const rt_tensor *in = t2->tail_skip->n.in[j];
-                ok = !in || in == t2->n.out[0] || made_before(x, in, i);
-            }
-        const rt_tensor *b1 = m1->n.in[1], *b2 = m2->n.in[1];
-        if (!ok || b2->dims[0] != b1->dims[1] ||
-            !gcuda_gemv_rows_seq_fits(b1->dtype, b1->dims[0], b1->dims[1], b2->dims[1]))
-            continue;
-        m1->seq = m2;
-        m2->seq = m1;
-        m2->seq_second = true;
-        x->n_seqs++;
     }
 }
 
@@ -1378,7 +1230,7 @@ static void plan_chain_pro(cx_exec *x)
         for (size_t k = i + 1; k < x->n_nodes && !h; k++) /* the first reader of hx */
             for (int j = 0; j < x->nodes[k].n.n_in && !h; j++)
                 if (x->nodes[k].n.in[j] == hx) h = &x->nodes[k];
-        if (!h || h->n.in[0] != hx || !weight_matmul(h) || !h->mt || h->pro || h->cpro || h->seq) continue;
+        if (!h || h->n.in[0] != hx || !weight_matmul(h) || !h->mt || h->pro || h->cpro) continue;
         const size_t hi = (size_t)(h - x->nodes);
         if (!s) { /* A: a single MatMul with a per-element chain */
             if (h->mm || !h->mt->fz || h->mt->fz->norm || !cpro_after(x, c, h, hi)) continue;

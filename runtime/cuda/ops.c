@@ -372,7 +372,6 @@ static int acc_matmul(cx_exec *x, cx_node *cn)
 
 static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
 {
-    if (cn->seq_second && cx_made(x, cn)) return GRAFT_OK; /* made by the GEMV before it (cx_seq_gemv) */
     cx_val *a = cx_in(cn, 0), *b = cx_in(cn, 1);
     int ra = a->t.rank, rb = b->t.rank;
     if (ra < 2 || rb < 2) return UNSUP(cn, "1-D operand");
@@ -406,11 +405,9 @@ static graft_status run_matmul(cx_exec *x, cx_node *cn, graft_error *err)
                 void *yp = y->d;
                 return cx_pro_gemv(x, cn, a->t.dtype, &pn, &w, &yp, &N, 1, K, err);
             }
-            if (cn->mt) { /* with the chain that reads y (and the next GEMV, cx_seq_gemv) */
+            if (cn->mt) { /* with the chain that reads y */
                 int done = 0;
-                graft_status rc = cn->seq && !cn->seq_second ? cx_seq_gemv(x, cn, a, b, y, &done, err) : GRAFT_OK;
-                if (rc != GRAFT_OK || done) return rc;
-                rc = cx_tail_gemv(x, cn, a, b, y, &done, err);
+                graft_status rc = cx_tail_gemv(x, cn, a, b, y, &done, err);
                 if (rc != GRAFT_OK || done) return rc;
             }
             TRY(cx_pro_materialize(x, cn, err)); /* a chain that deferred to this GEMV (cpro) and did not run */
@@ -1174,11 +1171,6 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
         d.dtype = c->dt, d.batch = c->B, d.q_heads = c->Hq, d.kv_heads = c->Hkv, d.head_dim = c->hd;
         d.max_seq = max, d.q = c->q, d.k_cache = c->ck->buf, d.v_cache = c->cv->buf, d.seq_lens = dtot;
         d.out = c->y, d.scale = c->scale, d.softcap = c->softcap, d.window_left = win, d.impl = attn_impl();
-        /* the lengths come from a copy (cx_lens), the rows before the newest key from earlier steps: the
-         * kernel may read them before its programmatic wait (GRAFT_CUDA_ATTN_EARLY=1; off: no faster on E2B,
-         * session 24) */
-        const char *ea = getenv("GRAFT_CUDA_ATTN_EARLY");
-        d.early = ea && !strcmp(ea, "1");
         if (x->apf_bytes && d.impl == 2 && gcuda_dtype_size(d.dtype) == 2) { /* the tensor-core kernel's */
             cx_attn_pf(x, cn, &d.pf);
             d.pf_late = x->apf_late;
@@ -1191,7 +1183,6 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
             cn->dsplits = d.num_splits;
             if (!(d.ws = cx_workspace(x, cn, d.ws_bytes, err))) return err->code;
             x->n_fast_attn++;
-            if (d.merge == 2) x->n_attn_cluster++;
             rp_attn(x, cn, c, 1, win);
             /* the new rows read and stored by the tensor-core kernel itself (GRAFT_CUDA_FUSE_APPEND=0: not) */
             const char *fa = getenv("GRAFT_CUDA_FUSE_APPEND");

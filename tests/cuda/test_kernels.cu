@@ -563,8 +563,6 @@ struct attn_case {
 };
 
 static int g_attn_impl;  /* gcuda_attn_decode_args.impl for test_attn */
-static int g_attn_merge; /* and .merge (1: the merge kernel, 2: in a cluster; the tensor-core kernel only) */
-static int g_attn_early; /* and .early (the tensor-core kernel only) */
 #define AM_PF_TEST_MB 9 /* the prefetch check's buffer: 145 pieces of 64 KB, more than a one-block grid's threads */
 
 static void test_attn(int dt, const attn_case &c)
@@ -596,8 +594,6 @@ static void test_attn(int dt, const attn_case &c)
     a.scale = scale, a.softcap = c.softcap, a.window_left = c.window_left;
     a.num_splits = c.splits;
     a.impl = g_attn_impl;
-    a.merge = g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? g_attn_merge : 1;
-    a.early = g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? g_attn_early : 0;
     CK(gcuda_attn_decode_plan(&a, &E));
     a.ws = dpoisoned(GRAFT_DTYPE_FLOAT, a.ws_bytes / 4); /* partials are written before they are read */
     CK(gcuda_attn_decode(&a, NULL, &E));
@@ -639,7 +635,7 @@ static void test_attn(int dt, const attn_case &c)
     std::string sh = fmt("B%d Hq%d Hkv%d hd%d L%s", c.B, c.Hq, c.Hkv, c.hd, lens.c_str());
     if (c.window_left >= 0) sh += fmt(" win%lld", c.window_left);
     if (c.softcap > 0) sh += fmt(" cap%g", c.softcap);
-    sh += fmt(" sp%d%s%s", a.num_splits, a.merge == 2 ? " cluster" : "", a.early ? " early" : "");
+    sh += fmt(" sp%d", a.num_splits);
     check(g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? "attn_decode mma" : "attn_decode", sh, dt, got, ref);
     if (g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT) {
         /* an L2 prefetch list (a hint, gcuda_attn_decode_args.pf): a buffer of more pieces than the grid has
@@ -1281,109 +1277,6 @@ static void test_gemv_tail(int dt, int K, int N)
             check("gemv rows pair + gelu*mul: y", sh, dt, ddown(dt, dy, N), yref);
             check("gemv rows pair + gelu*mul: y2", sh, dt, ddown(dt, dy2, N), y2ref);
             check("gemv rows pair + gelu*mul", sh, dt, ddown(dt, f.y, N), ref);
-        }
-    }
-    release_all();
-}
-
-/* gcuda_gemv_rows_seq: y1 = W1 . x with gelu(y1) * b per element (g), then
- * y2 = W2 . g with its chain (RMSNorm(y2) * gamma -> r + . -> . * s, or
- * that with the skip norm after it, or . * c per element), in one cluster
- * launch; against the products in fp64 rounded to the dtype and the
- * chains op by op (as test_gemv_tail), each output checked. fp32 and
- * shapes past a cluster's shared memory: GRAFT_EUNSUPPORTED. */
-static void test_gemv_seq(int dt, int K1, int N1, int N2)
-{
-    if (gcuda_dtype_size(dt) != 2) {
-        void *p = dalloc(64);
-        gops_fuse f;
-        memset(&f, 0, sizeof f);
-        graft_status st = gcuda_gemv_rows_seq(dt, p, p, p, 8, 8, &f, p, p, 8, &f, NULL, &E);
-        bool ok = st == GRAFT_EUNSUPPORTED && !gcuda_gemv_rows_seq_fits(dt, 8, 8, 8);
-        check("gemv seq: fp32 refused", "K8 N8 N8", dt, {ok ? 0.0f : 1.0f}, {0.0});
-        release_all();
-        return;
-    }
-    const int C = gcuda_gemv_rows_seq_fits(dt, K1, N1, N2);
-    std::string sh0 = fmt("K%d N%d N%d, %d blocks", K1, N1, N2, C);
-    if (!C) {
-        check("gemv seq: no cluster takes it", sh0, dt, {1.0f}, {0.0});
-        return;
-    }
-    auto x = rnd(dt, K1), w1 = rnd(dt, (size_t)K1 * N1, -0.1f, 0.1f), w2 = rnd(dt, (size_t)N1 * N2, -0.1f, 0.1f);
-    auto bl = rnd(dt, N1, -2, 2);
-    void *dx = dupload(dt, x), *dw1 = dupload(dt, w1), *dw2 = dupload(dt, w2), *db = dupload(dt, bl);
-    void *dy1 = dpoisoned(dt, N1), *dg = dpoisoned(dt, N1), *dy2 = dpoisoned(dt, N2);
-    std::vector<double> y1ref = rows_ref(w1, x, K1, N1), gref(N1);
-    std::vector<float> g(N1);
-    for (int r = 0; r < N1; r++) {
-        float y = round_to(dt, (float)y1ref[r]);
-        g[r] = round_to(dt, round_to(dt, (float)gelu_tanh_ref(y)) * bl[r]);
-        gref[r] = g[r];
-    }
-    std::vector<double> y2ref = rows_ref(w2, g, N1, N2), ref(N2);
-    std::vector<float> y2(N2);
-    for (int r = 0; r < N2; r++) y2[r] = round_to(dt, (float)y2ref[r]);
-    gops_fuse f1, f2;
-    memset(&f1, 0, sizeof f1);
-    f1.rank = 3, f1.dims[0] = 1, f1.dims[1] = 1, f1.dims[2] = N1;
-    f1.y = dg, f1.y_dtype = dt, f1.n_ins = 2, f1.n_leaf = 2;
-    f1.leaf[0] = dy1, f1.leaf_dtype[0] = dt, f1.st[0][2] = 1;
-    f1.leaf[1] = db, f1.leaf_dtype[1] = dt, f1.st[1][2] = 1;
-    f1.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
-    f1.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
-    auto gm = rnd(dt, N2, 0.5f, 1.5f), rr = rnd(dt, N2), sc = rnd(dt, 1, 0.5f, 2.0f), g2 = rnd(dt, N2, 0.5f, 1.5f);
-    for (int v = 0; v < 3; v++) { /* 0: norm + add * s; 1: + the skip norm; 2: per element . * c */
-        memset(&f2, 0, sizeof f2);
-        f2.rank = 3, f2.dims[0] = 1, f2.dims[1] = 1, f2.dims[2] = N2;
-        f2.y = dpoisoned(dt, N2), f2.y_dtype = dt;
-        f2.leaf[0] = dy2, f2.leaf_dtype[0] = dt, f2.st[0][2] = 1;
-        f2.leaf[1] = dupload(dt, gm), f2.leaf_dtype[1] = dt, f2.st[1][2] = 1;
-        f2.leaf[2] = dupload(dt, rr), f2.leaf_dtype[2] = dt, f2.st[2][2] = 1;
-        f2.leaf[3] = dupload(dt, sc), f2.leaf_dtype[3] = dt, f2.st[3][2] = 0;
-        f2.n_leaf = 4;
-        std::vector<double> sum(N2), ref2(N2);
-        if (v < 2) {
-            f2.norm_dim = N2, f2.gamma = f2.leaf[1], f2.eps = 1e-6f, f2.norm_dtype = dt, f2.n_ins = 2;
-            f2.ins[0] = {GOPS_FUSE_BINARY, GOPS_ADD, 2, 1, dt, 0, 0};
-            f2.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 3, 0, dt, 0, 0};
-            double ss = 0;
-            for (int r = 0; r < N2; r++) ss += (double)y2[r] * y2[r];
-            double inv = 1.0 / std::sqrt(ss / N2 + 1e-6);
-            for (int r = 0; r < N2; r++)
-                ref[r] = round_to(dt, round_to(dt, rr[r] + round_to(dt, (float)(y2[r] * inv * gm[r]))) * sc[0]);
-            if (v == 1) {
-                f2.sk_x = dupload(dt, rr), f2.sk_gamma = dupload(dt, g2), f2.sk_eps = 1e-5f;
-                f2.sk_y = dpoisoned(dt, N2), f2.sk_sum = dpoisoned(dt, N2);
-                double ss2 = 0;
-                for (int r = 0; r < N2; r++) {
-                    sum[r] = (double)rr[r] + (float)ref[r];
-                    ss2 += sum[r] * sum[r];
-                }
-                double inv2 = 1.0 / std::sqrt(ss2 / N2 + 1e-5);
-                for (int r = 0; r < N2; r++) ref2[r] = sum[r] * inv2 * g2[r];
-            }
-        } else {
-            f2.n_ins = 1;
-            f2.ins[0] = {GOPS_FUSE_BINARY, GOPS_MUL, 2, 0, dt, 0, 0};
-            for (int r = 0; r < N2; r++) ref[r] = round_to(dt, y2[r] * rr[r]);
-        }
-        const char *what = v == 0 ? "norm+add*s" : v == 1 ? "norm+add*s, skip norm" : "mul per element";
-        for (int rep = 0; rep < 2; rep++) {
-            CK(gcuda_fill_nan(dt, dy1, N1, NULL, &E));
-            CK(gcuda_fill_nan(dt, dg, N1, NULL, &E));
-            CK(gcuda_fill_nan(dt, dy2, N2, NULL, &E));
-            CK(gcuda_fill_nan(dt, f2.y, N2, NULL, &E));
-            CK(gcuda_gemv_rows_seq(dt, dx, dw1, dy1, K1, N1, &f1, dw2, dy2, N2, &f2, NULL, &E));
-            std::string sh = sh0 + (rep ? " again" : "");
-            check("gemv seq: y1", sh, dt, ddown(dt, dy1, N1), y1ref);
-            check("gemv seq: gelu(y1)*b", sh, dt, ddown(dt, dg, N1), gref);
-            check("gemv seq: y2", sh, dt, ddown(dt, dy2, N2), y2ref);
-            check(fmt("gemv seq: %s", what).c_str(), sh, dt, ddown(dt, f2.y, N2), ref);
-            if (v == 1) {
-                check("gemv seq: skip norm sum", sh, dt, ddown(dt, f2.sk_sum, N2), sum);
-                check("gemv seq: skip norm", sh, dt, ddown(dt, f2.sk_y, N2), ref2);
-            }
         }
     }
     release_all();
@@ -2061,7 +1954,6 @@ static void bench(void)
     for (int dt : DTYPES)
     for (int impl = 0; impl <= (dt == GRAFT_DTYPE_FLOAT ? 0 : 2); impl += 2) {
         size_t es = gcuda_dtype_size(dt);
-        for (int merge = 1; merge <= (impl == 2 ? 2 : 1); merge++)
         for (auto &c : acases) {
             size_t nc = (size_t)c.B * c.Hkv * c.L * c.hd, kvb = 2 * nc * es;
             int copies = (int)std::max<size_t>(1, (rot_bytes + kvb - 1) / kvb);
@@ -2084,7 +1976,7 @@ static void bench(void)
             a.dtype = dt;
             a.batch = c.B, a.q_heads = c.Hq, a.kv_heads = c.Hkv, a.head_dim = c.hd, a.max_seq = c.L;
             a.q = q, a.seq_lens = dl, a.out = o, a.scale = 1.0f / std::sqrt((float)c.hd), a.window_left = c.win;
-            a.impl = impl, a.merge = merge;
+            a.impl = impl;
             CK(gcuda_attn_decode_plan(&a, &E));
             a.ws = dalloc(a.ws_bytes);
             double us = time_us([&](int i) {
@@ -2096,9 +1988,8 @@ static void bench(void)
             long long keys = c.win >= 0 ? std::min<long long>(c.L, c.win + 1) : c.L; /* read per sequence */
             double gbs = (double)kvb * keys / c.L / (us * 1e-6) / 1e9;
             rows.push_back({impl ? "attn_decode mma" : "attn_decode",
-                            fmt("B%d Hq%d Hkv%d hd%d L%d%s sp%d%s", c.B, c.Hq, c.Hkv, c.hd, c.L,
-                                c.win >= 0 ? fmt(" win%lld", c.win).c_str() : "", a.num_splits,
-                                a.merge == 2 ? " cluster" : ""),
+                            fmt("B%d Hq%d Hkv%d hd%d L%d%s sp%d", c.B, c.Hq, c.Hkv, c.hd, c.L,
+                                c.win >= 0 ? fmt(" win%lld", c.win).c_str() : "", a.num_splits),
                             dt, us, gbs, gbs / copy_gbs});
             release_all();
         }
@@ -2295,12 +2186,10 @@ static void skeleton(double copy_gbs)
         }
     };
     /* mode 0: GEMVs only; 1: an RMSNorm after each (read by the next GEMV);
-     * 2, 3: also the next GEMV's weights (up to 8 / 32 MB) asked of the L2
-     * by a programmatic prefetch kernel right after each GEMV, so that HBM
-     * streams them while the norm runs */
+     * 2, 3: fused as the executor does (below) */
     auto step = [&](int mode, gcuda_stream st) {
         const void *in = x;
-        for (size_t i = 0; i < ops.size() && mode >= 4; i++) { /* as the executor fuses them */
+        for (size_t i = 0; i < ops.size() && mode >= 2; i++) { /* as the executor fuses them */
             op &o = ops[i];
             gops_fuse f;
             void *out = fk[i] == F_SOFTCAP ? capped : i % 2 ? c1 : xn; /* the chain's output: the next GEMV's x */
@@ -2319,30 +2208,20 @@ static void skeleton(double copy_gbs)
             default:
                 chain(f, fk[i], o.y[0], NULL, o.N[0], out);
                 /* o (the first norm-headed chain of a layer, before the pair): the skip norm before gate/up,
-                 * as its own kernel (mode 4) or after the chain in the same launch (mode 5) */
+                 * as its own kernel (mode 2) or after the chain in the same launch (mode 3) */
                 bool skip = fk[i] == F_NORM_ADD && i + 1 < ops.size() && fk[i + 1] == F_PAIR;
-                if (skip && mode == 5) f.sk_x = res, f.sk_gamma = gam, f.sk_y = sky, f.sk_sum = sks, f.sk_eps = 1e-6f;
+                if (skip && mode == 3) f.sk_x = res, f.sk_gamma = gam, f.sk_y = sky, f.sk_sum = sks, f.sk_eps = 1e-6f;
                 CK(gcuda_gemv_rows_tail(dt, in, o.w[0], o.y[0], o.K, o.N[0], &f, f.norm_dim ? ctr + i : NULL, st, &E));
-                if (skip && mode == 4) CK(gcuda_skip_rmsnorm(dt, out, res, NULL, gam, sky, sks, 1, H, 1e-6f, st, &E));
+                if (skip && mode == 2) CK(gcuda_skip_rmsnorm(dt, out, res, NULL, gam, sky, sks, 1, H, 1e-6f, st, &E));
                 if (skip) out = sky;
             }
             in = out;
         }
-        for (size_t i = 0; i < ops.size() && mode < 4; i++) {
+        for (size_t i = 0; i < ops.size() && mode < 2; i++) {
             op &o = ops[i];
             if (o.n == 1) CK(gcuda_gemv_rows(dt, in, o.w[0], o.y[0], o.K, o.N[0], st, &E));
             else CK(gcuda_gemv_rows_multi(dt, in, o.w, o.y, o.N, o.n, o.K, st, &E));
             in = o.y[0];
-            if (mode >= 2 && i + 1 < ops.size()) {
-                size_t cap = (size_t)(mode == 2 ? 8 : 32) << 20;
-                gcuda_prefetch_set ps = {};
-                const op &nx = ops[i + 1];
-                for (int j = 0; j < nx.n && cap; j++) {
-                    size_t b = std::min(cap, (size_t)(nx.N[j] * nx.K) * es);
-                    ps.ptr[ps.n] = nx.w[j], ps.bytes[ps.n++] = b, cap -= b;
-                }
-                CK(gcuda_l2_prefetch_dep(&ps, 0, st, &E));
-            }
             if (mode >= 1 && i + 1 < ops.size()) {
                 CK(gcuda_rmsnorm(dt, in, gam, xn, o.rows, o.dim, 1e-6f, st, &E));
                 in = xn;
@@ -2353,13 +2232,12 @@ static void skeleton(double copy_gbs)
     printf("\nE2B decode step skeleton (fp16, %d layers, %.3f GB of weights: floor %.0f us at the copy rate):\n", L,
            (double)bytes / 1e9, floor_us);
     printf("| step | kernels | us | of copy BW |\n|---|---:|---:|---:|\n");
-    const char *names[] = {"GEMVs only", "GEMVs + an RMSNorm after each", "+ the next weights' first 8 MB to L2",
-                           "+ the next weights' first 32 MB to L2",
+    const char *names[] = {"GEMVs only", "GEMVs + an RMSNorm after each",
                            "GEMVs fused as the executor does (norm prologue, chains, pair; the skip norm its own kernel)",
                            "the same, the skip norm after o's chain in its launch"};
-    for (int mode = 0; mode <= 5; mode++) {
+    for (int mode = 0; mode <= 3; mode++) {
         double us = graph_us([&](int, gcuda_stream st) { step(mode, st); }, 1, 9);
-        int n = (int)ops.size(), kernels = mode == 4 ? n + L : mode == 5 ? n : n + (mode >= 1 ? n - 1 : 0) + (mode >= 2 ? n - 1 : 0);
+        int n = (int)ops.size(), kernels = mode == 2 ? n + L : mode == 3 ? n : n + (mode >= 1 ? n - 1 : 0);
         printf("| %s | %d | %.0f | %.1f%% |\n", names[mode], kernels, us, 100.0 * floor_us / us);
     }
     release_all();
@@ -2381,72 +2259,24 @@ static void lab_gelu_mul(gops_fuse &f, int dt, int N, void *y, void *a, void *b)
     f.ins[f.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
 }
 
-/* The per-layer-input gate (1536 -> 256, gelu * the layer's input) and
- * projection (256 -> 1536, norm + residual add * scale) of E2B: as two
- * launches of the row kernel (EPI 1 then EPI 2) against one cluster launch
- * (gcuda_gemv_rows_seq), 20 of them in a graph, each reading the last
- * one's output; and each after a 6144 x 1536 GEMV that makes its input
- * (the down projection before it in E2B: the overlap PDL gives). */
-static void seq_lab(double copy_gbs)
-{
-    const int dt = GRAFT_DTYPE_FLOAT16, K1 = 1536, N1 = 256, N2 = 1536, KD = 6144;
-    const size_t es = 2;
-    void *w1 = dalloc((size_t)K1 * N1 * es), *w2 = dalloc((size_t)N1 * N2 * es), *wd = dalloc((size_t)KD * N2 * es);
-    void *x = dalloc(K1 * es), *xd = dalloc(KD * es), *y1 = dalloc(N1 * es), *g = dalloc(N1 * es), *y2 = dalloc(N2 * es),
-         *o = dalloc(N2 * es), *b = dalloc(N1 * es), *gam = dalloc(N2 * es), *res = dalloc(N2 * es),
-         *scal = dalloc(es);
-    dinit(dt, w1, (size_t)K1 * N1, 11u), dinit(dt, w2, (size_t)N1 * N2, 12u), dinit(dt, wd, (size_t)KD * N2, 13u);
-    dinit(dt, x, K1, 14u), dinit(dt, xd, KD, 19u), dinit(dt, b, N1, 15u), dinit(dt, gam, N2, 16u), dinit(dt, res, N2, 17u);
-    dinit(dt, scal, 1, 18u);
-    CUCK(cudaMemcpy(o, x, N2 * es, cudaMemcpyDeviceToDevice));
-    unsigned *ctr = (unsigned *)dalloc(sizeof(unsigned));
-    CUCK(cudaMemset(ctr, 0, sizeof(unsigned)));
-    gops_fuse f1, f2;
-    lab_gelu_mul(f1, dt, N1, g, y1, b);
-    memset(&f2, 0, sizeof f2);
-    f2.rank = 1, f2.dims[0] = N2, f2.y = o, f2.y_dtype = dt, f2.n_leaf = 3;
-    f2.leaf[0] = y2, f2.leaf_dtype[0] = dt, f2.st[0][0] = 1;
-    f2.leaf[1] = res, f2.leaf_dtype[1] = dt, f2.st[1][0] = 1;
-    f2.leaf[2] = scal, f2.leaf_dtype[2] = dt;
-    f2.norm_dim = N2, f2.gamma = gam, f2.eps = 1e-6f, f2.norm_dtype = dt;
-    f2.ins[f2.n_ins++] = {GOPS_FUSE_BINARY, GOPS_ADD, 1, 0, dt, 0, 0};
-    f2.ins[f2.n_ins++] = {GOPS_FUSE_BINARY, GOPS_MUL, 2, 0, dt, 0, 0};
-    const int C = gcuda_gemv_rows_seq_fits(dt, K1, N1, N2);
-    printf("\nper-layer-input gate + projection (fp16, %d-block cluster), us a pair (floor %.2f):\n", C,
-           (double)(K1 * N1 + N1 * N2) * es / (copy_gbs * 1e9) * 1e6);
-    printf("| before it | two row-kernel launches | one cluster launch |\n|---|---:|---:|\n");
-    for (int down = 0; down < 2; down++) {
-        double us[2];
-        for (int v = 0; v < 2; v++)
-            us[v] = graph_us([&](int, gcuda_stream st) {
-                if (down) CK(gcuda_gemv_rows(dt, xd, wd, x, KD, N2, st, &E)); /* the pair's input */
-                const void *in = down ? x : o;
-                if (v == 0) {
-                    CK(gcuda_gemv_rows_tail(dt, in, w1, y1, K1, N1, &f1, NULL, st, &E));
-                    CK(gcuda_gemv_rows_tail(dt, g, w2, y2, N1, N2, &f2, ctr, st, &E));
-                } else if (C) {
-                    CK(gcuda_gemv_rows_seq(dt, in, w1, y1, K1, N1, &f1, w2, y2, N2, &f2, st, &E));
-                }
-            }, 20, 7);
-        printf("| %s | %.2f | %.2f |\n", down ? "a 6144 x 1536 GEMV" : "nothing", us[0], C ? us[1] : 0.0);
-    }
-    release_all();
-}
-
 /* test_kernels --attn: a layer's attention at E2B's short context (160
  * keys, caches of 4096), after the q/k/v GEMV that makes its rows (20 in a
  * graph): the q/k norm + rotary launch and the v norm launch before the
  * kernel, against the kernel making those rows itself (q_gamma, k_gamma,
- * v_norm), the same with the merge kernel after it (merge 1, where the
- * plan merges in a cluster) and with the first tile read before the wait
- * (early), and the kernel on given rows (no norms: a floor). No checks. */
+ * v_norm), the same asking L2 for 32 MB of other weights after its wait
+ * (gcuda_attn_decode_args.pf, GRAFT_CUDA_ATTN_PF: each launch of the graph
+ * its own 32 MB, so none is in L2 already; what the prefetch costs the
+ * attention), and the kernel on given rows (no norms: a floor). No checks. */
 static void attn_lab()
 {
     const int dt = GRAFT_DTYPE_FLOAT16, Hq = 8, L = 160, MS = 4096, K = 1536;
     const size_t es = 2;
     printf("\nattention after its q/k/v GEMV (fp16, Hq %d, Hkv 1, %d keys), us a layer:\n", Hq, L);
     printf("| head_dim | rotary dim | new k/v | splits | norms apart (launches) | made by the kernel |"
-           " made, merge kernel | made, early reads | rows as given |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
+           " made, 32 MB to L2 | made, 32 MB to L2 late | rows as given |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    const int PFN = 20;
+    const size_t PFB = (size_t)32 << 20;
+    char *pfbuf = (char *)dalloc(PFN * PFB);
     for (int hd : {256, 512})
         for (int kv = 1; kv >= 0; kv--) {
             const int rd = hd >= 512 ? hd / 4 : hd, half = rd / 2, N = (Hq + 2) * hd;
@@ -2481,18 +2311,18 @@ static void attn_lab()
             a.dtype = dt, a.batch = 1, a.q_heads = Hq, a.kv_heads = 1, a.head_dim = hd, a.max_seq = MS;
             a.k_cache = kc, a.v_cache = vc, a.seq_lens = dl, a.out = out, a.scale = 1.0f, a.window_left = -1;
             a.impl = 2, a.new_stride_b = a.new_stride_h = hd;
-            gcuda_attn_decode_args a1 = a; /* the splits merged by the merge kernel */
-            a1.merge = 1;
             CK(gcuda_attn_decode_plan(&a, &E));
-            CK(gcuda_attn_decode_plan(&a1, &E));
-            a.ws = dalloc(a.ws_bytes), a1.ws = dalloc(a1.ws_bytes);
+            a.ws = dalloc(a.ws_bytes);
             double us[5];
             for (int u = 0; u < 5; u++)
-                us[u] = graph_us([&](int, gcuda_stream st) {
+                us[u] = graph_us([&](int i, gcuda_stream st) {
                     CK(gcuda_gemv_rows(dt, x, w, raw, K, N, st, &E));
-                    const int v = u >= 3 ? 1 : u; /* 3: 1 with the merge kernel, 4: 1 with the early reads */
-                    gcuda_attn_decode_args t = u == 3 ? a1 : a;
-                    t.early = u == 4;
+                    const int v = u >= 3 ? 1 : u; /* 3, 4: 1 with the prefetch, at once and late */
+                    gcuda_attn_decode_args t = a;
+                    if (u >= 3) {
+                        t.pf.n = 1, t.pf.ptr[0] = pfbuf + (size_t)(i % PFN) * PFB, t.pf.bytes[0] = PFB;
+                        t.pf_late = u == 4;
+                    }
                     t.q = v == 0 ? qr : q0;
                     if (kv) t.k_new = v == 0 ? kr : k0, t.v_new = v == 0 ? vn : v0;
                     if (v == 0) {
@@ -2506,12 +2336,10 @@ static void attn_lab()
                     }
                     CK(gcuda_attn_decode(&t, st, &E));
                 }, 20, 7);
-            const int k1 = a.merge == 2 ? 1 : 2; /* launches of the attention itself */
-            printf("| %d | %d | %s | %d | %.2f (%d) | %.2f (%d) | %.2f (3) | %.2f (%d) | %.2f (%d) |\n", hd, rd,
-                   kv ? "yes" : "no", a.num_splits, us[0], (kv ? 3 : 2) + k1, us[1], 1 + k1, us[3], us[4], 1 + k1,
-                   us[2], 1 + k1);
-            release_all();
+            printf("| %d | %d | %s | %d | %.2f (%d) | %.2f (3) | %.2f (3) | %.2f (3) | %.2f (3) |\n", hd, rd,
+                   kv ? "yes" : "no", a.num_splits, us[0], kv ? 5 : 4, us[1], us[3], us[4], us[2]);
         }
+    release_all();
 }
 
 /* test_kernels --icache: what a kernel's cold code costs. ic_kernel<N,
@@ -2857,7 +2685,6 @@ int main(int argc, char **argv)
         if (skel || epi) {
             double cr = copy_rate();
             if (epi) epi_lab(cr);
-            if (epi) seq_lab(cr);
             if (skel) skeleton(cr);
         }
         return 0;
@@ -2898,8 +2725,8 @@ int main(int argc, char **argv)
         test_gemv_rows(dt, 256, {1536});
         test_gemv_rows(dt, 6144, {1536});
         test_gemv_rows(dt, 12288, {200});
-        test_gemv_rows(dt, 1536, {4099}); /* GRAFT_CUDA_STREAM=15: blocks of 31 and 32 rows, warps of 3 and 4 */
-        test_gemv_rows(dt, 2048, {1536, 520, 40}); /* GRAFT_CUDA_STREAM=15: a block's rows across matrices */
+        test_gemv_rows(dt, 1536, {4099}); /* an uneven last group of rows */
+        test_gemv_rows(dt, 2048, {1536, 520, 40}); /* a group's rows across matrices */
         test_gemv_rows(dt, 40, {7});
         test_gemv_rows(dt, 1536, {2048, 256, 256});
         test_gemv_rows(dt, 640, {1000, 36});
@@ -2908,10 +2735,7 @@ int main(int argc, char **argv)
         test_gemv_tail(dt, 6144, 1536);
         test_gemv_tail(dt, 256, 1536);
         test_gemv_tail(dt, 1001, 300); /* the scalar kernel */
-        if (!quick) test_gemv_tail(dt, 12288, 1536); /* GRAFT_CUDA_STREAM=15: a row in 6 pieces (16-bit) */
-        test_gemv_seq(dt, 1536, 256, 1536); /* E2B's per-layer-input gate and projection */
-        test_gemv_seq(dt, 64, 16, 64);      /* the gemma4 fixtures': fewer rows than blocks */
-        test_gemv_seq(dt, 264, 40, 1000);   /* uneven runs */
+        if (!quick) test_gemv_tail(dt, 12288, 1536); /* down's shape: a row of 12288 */
         test_gemv_pro(dt, 1536, {2048}, false, false);
         test_gemv_pro(dt, 1536, {2048, 256, 256}, false, false);
         test_gemv_pro(dt, 1536, {1536}, true, false);
@@ -2960,10 +2784,7 @@ int main(int argc, char **argv)
         ac.push_back({1, 16, 1, 128, 300, {300}, -1, 0, 0, 0});
         ac.push_back({2, 8, 1, 512, 200, {200, 65}, 100, 0, 0, 2});
         for (g_attn_impl = 0; g_attn_impl <= (dt == GRAFT_DTYPE_FLOAT ? 0 : 2); g_attn_impl += 2)
-        /* the tensor-core kernel: each merge, with and without the early reads (quick: two of the four) */
-        for (int cfg = 0; cfg < (g_attn_impl == 2 ? 4 : 1); cfg += quick && g_attn_impl == 2 ? 3 : 1)
         for (auto &c : ac) {
-            g_attn_merge = 1 + (cfg & 1), g_attn_early = cfg >> 1;
             if (quick && c.max_seq > 256) {
                 attn_case s = c; /* sanitizer runs: short sequences */
                 s.max_seq = 256;
