@@ -1,4 +1,4 @@
-# make test-docs: docs/SWITCHES.md names every GRAFT_* variable the sources read, and no other.
+# make test-docs: docs/SWITCHES.md names every GRAFT_* variable the sources name, and no other.
 TEST_TARGETS += test-docs
 .PHONY: test-docs
 test-docs:

@@ -48,29 +48,15 @@ struct attn_params {
     int pf_late;           /* ... by the blocks with keys after their partials (gcuda_attn_decode_args.pf_late) */
 };
 
-#define AM_PF_PIECE 65536 /* bytes a cp.async.bulk.prefetch asks for (a thread's piece of a range) */
-
 /* The tensor-core kernel's L2 prefetch (p.pf), called by every thread once
- * it has waited for the kernel before: the ranges cut in AM_PF_PIECE-byte
- * pieces, piece i asked for by the grid's thread i (mod the grid), so the
- * few blocks with keys issue as few as the empty splits. */
+ * it has waited for the kernel before (gc_l2_prefetch over the whole grid:
+ * the first blocks' threads issue, whether they have keys or not). */
 __device__ __forceinline__ void am_l2_prefetch(const attn_params &p)
 {
     if (!p.pf.n) return;
-    const size_t nt = (size_t)gridDim.x * gridDim.y * gridDim.z * blockDim.x;
-    const size_t blk = ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    const size_t t = blk * blockDim.x + threadIdx.x;
-    size_t base = 0; /* pieces of the ranges before r */
-    for (int r = 0; r < p.pf.n && r < GCUDA_PREFETCH_MAX; r++) {
-        const size_t bytes = p.pf.bytes[r], pieces = (bytes + AM_PF_PIECE - 1) / AM_PF_PIECE;
-        for (size_t i = (t + nt - base % nt) % nt; i < pieces; i += nt) {
-            const size_t off = i * AM_PF_PIECE;
-            const unsigned sz = (unsigned)(bytes - off < AM_PF_PIECE ? bytes - off : AM_PF_PIECE);
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)p.pf.ptr[r] + off), "r"(sz)
-                         : "memory");
-        }
-        base += pieces;
-    }
+    const unsigned nt = gridDim.x * gridDim.y * gridDim.z * blockDim.x;
+    const unsigned blk = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    gc_l2_prefetch(p.pf, blk * blockDim.x + threadIdx.x, nt);
 }
 
 template <typename T, int D, int GT> struct attn_layout {

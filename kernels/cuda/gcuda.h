@@ -113,14 +113,23 @@ graft_status gcuda_rotary_pair(const gcuda_rotary_args *a, const gcuda_rotary_ar
 graft_status gcuda_gemv_plan(int dtype, int64_t K, int64_t N, size_t *ws_bytes, graft_error *err);
 graft_status gcuda_gemv(int dtype, const void *x, const void *w, void *y, int64_t K, int64_t N, void *ws,
                         size_t ws_bytes, gcuda_stream s, graft_error *err);
-/* Up to GCUDA_PREFETCH_MAX byte ranges (weights a later kernel will read)
- * that a kernel asks L2 for: a hint, no result (gcuda_attn_decode_args.pf). */
-#define GCUDA_PREFETCH_MAX 4
+/* Up to GCUDA_PREFETCH_MAX byte ranges (weights a later kernel will read;
+ * 16-byte aligned, multiples of 16) that a kernel asks L2 for: a hint, no
+ * result changes (gcuda_attn_decode_args.pf, gcuda_gemv_rows_prefetch_next). */
+#define GCUDA_PREFETCH_MAX 8
 typedef struct gcuda_prefetch_set {
     const void *ptr[GCUDA_PREFETCH_MAX];
     size_t bytes[GCUDA_PREFETCH_MAX];
     int n;
 } gcuda_prefetch_set;
+/* The next gcuda_gemv_rows* call on this host thread (whichever variant)
+ * asks L2 for ps's ranges, spread over all its blocks, after its first
+ * weight loads and before it waits for the kernel before it: weights of
+ * later kernels, to stream from DRAM while this GEMV and the kernel before
+ * it are bound by latency. Each gcuda_gemv_rows* call takes it, launched or
+ * not; NULL (or n 0) clears it. GRAFT_EINVAL for more than
+ * GCUDA_PREFETCH_MAX ranges or one not 16-byte aligned (nothing set). */
+graft_status gcuda_gemv_rows_prefetch_next(const gcuda_prefetch_set *ps, graft_error *err);
 
 /* n <= GCUDA_GEMV_MAX GEMVs of one x in one launch: y[j][N[j]] = x[K] .
  * W[j][K, N[j]] (q/k/v or gate/up projections of one hidden state). */

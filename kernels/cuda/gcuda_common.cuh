@@ -132,6 +132,29 @@ static inline void gc_launch(bool pdl, void (*k)(KA...), dim3 g, dim3 b, size_t 
     (void)cudaLaunchKernelEx(&cfg, k, args...);
 }
 
+/* Asks L2 for ps's ranges (cp.async.bulk.prefetch.L2, sm_90), cut in
+ * GC_PF_PIECE-byte pieces: piece i of each range by thread t = i mod nt of
+ * the nt threads that each call this once (the low threads take the few
+ * pieces of a short range; issuing is one instruction a piece). Returns
+ * once issued: the memory system fetches on. Reads nothing another kernel
+ * writes, so it may come before gc_pdl_wait. 32-bit indices and no
+ * division: it runs at a kernel's start, and must not take registers the
+ * kernel needs later (ranges up to 2^32 pieces). */
+#define GC_PF_PIECE 65536u
+__device__ __forceinline__ void gc_l2_prefetch(const gcuda_prefetch_set &ps, unsigned t, unsigned nt)
+{
+    for (int r = 0; r < ps.n && r < GCUDA_PREFETCH_MAX; r++) {
+        const size_t bytes = ps.bytes[r];
+        const unsigned pieces = (unsigned)((bytes + GC_PF_PIECE - 1) / GC_PF_PIECE);
+        for (unsigned i = t; i < pieces; i += nt) {
+            const size_t off = (size_t)i * GC_PF_PIECE;
+            const unsigned sz = bytes - off < GC_PF_PIECE ? (unsigned)(bytes - off) : GC_PF_PIECE;
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)ps.ptr[r] + off), "r"(sz)
+                         : "memory");
+        }
+    }
+}
+
 /* The copy engine (sm_90): 1-D cp.async.bulk copies from global into shared
  * memory, each completing on an mbarrier (arrival count 1: the thread that
  * sets the bytes to expect). Addresses are shared-window offsets

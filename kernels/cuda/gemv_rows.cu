@@ -89,6 +89,7 @@ typedef struct rows_set {
     int loop;        /* bit EPI (0, 1, 3; no prologue): the vector kernel loops on the blocks that fit at once, the
                       * next group's loads issued before this one's sums and chain (GRAFT_CUDA_ROWS_LOOP=013: the
                       * EPIs named; not yet timed) */
+    gcuda_prefetch_set pf; /* asked of L2 by the whole grid before the wait (gcuda_gemv_rows_prefetch_next) */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once); ef: with
@@ -521,6 +522,8 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
 {
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
     const int groups = (set.rows + RPB - 1) / RPB, lane = (int)threadIdx.x % TPR;
+    if (set.pf.n) /* later weights asked of L2 first, while few registers are live */
+        gc_l2_prefetch(set.pf, blockIdx.x * ROWS_THREADS + threadIdx.x, gridDim.x * ROWS_THREADS);
     const uint64_t pol = rows_policy();
     const bool ef = set.l2ef;
     float inv = 1.0f;
@@ -770,11 +773,31 @@ static cudaError_t rows_launch_epi(bool vec, int tpr, const cudaLaunchConfig_t *
  * (or, pro NULL, that is x), computed by each block; compact: in the
  * compact form wherever it fits (else only the forms that need it, and
  * under GRAFT_CUDA_ROWS_V8=2). */
+/* gcuda_gemv_rows_prefetch_next's set, taken by the next rows_run on this thread */
+static thread_local gcuda_prefetch_set rows_next_pf;
+
+extern "C" graft_status gcuda_gemv_rows_prefetch_next(const gcuda_prefetch_set *ps, graft_error *err)
+{
+    if (!ps || !ps->n) {
+        rows_next_pf.n = 0;
+        return GRAFT_OK;
+    }
+    if (ps->n < 0 || ps->n > GCUDA_PREFETCH_MAX)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_prefetch_next: %d ranges", ps->n);
+    for (int r = 0; r < ps->n; r++)
+        if (!ps->ptr[r] || (uintptr_t)ps->ptr[r] % 16 || ps->bytes[r] % 16)
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_prefetch_next: range %d not 16-byte aligned", r);
+    rows_next_pf = *ps;
+    return GRAFT_OK;
+}
+
 static graft_status rows_run(int dtype, const void *x, const void *const *w, void *const *y, const int64_t *N, int n,
                              int64_t K, int unroll, const gops_fuse *tail, unsigned *counter, bool pair,
                              const gops_rows_norm *pro, const gops_fuse *pchain, bool compact_pro, gcuda_stream s,
                              graft_error *err)
 {
+    const gcuda_prefetch_set pf = rows_next_pf; /* taken, launched or not */
+    rows_next_pf.n = 0;
     size_t es = gcuda_dtype_size(dtype);
     if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gemv_rows: dtype %d not supported", dtype);
     if (n < 1 || n > GCUDA_GEMV_MAX) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: %d matrices", n);
@@ -783,6 +806,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     if (K <= 0 || K > 0x7fffffff) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: K %lld", (long long)K);
     rows_set set = {};
     set.n = n;
+    set.pf = pf;
     static const int l2ef = gc_env_on("GRAFT_CUDA_L2EF"); /* the weights evict first from L2 (=0: loads as they default) */
     /* GRAFT_CUDA_ROWS_V8: unset 1, 0 the general row, 2 rows_norm_compact where it fits */
     static const int v8 = gc_env_is("GRAFT_CUDA_ROWS_V8", "0") ? 0 : gc_env_is("GRAFT_CUDA_ROWS_V8", "2") ? 2 : 1;

@@ -143,8 +143,10 @@ struct cx_node {
     int mm;             /* sibling MatMuls: 1 the group's first (runs their GEMVs), 2 a later one */
     struct cx_mgroup *mg; /* the first's group */
     uint64_t mm_run;    /* run_no in which the first made this node's output */
-    int wm_next;        /* GRAFT_CUDA_ATTN_PF: 1 + the first weight MatMul after this node (a group's first
-                         * standing for the group; 0: none) */
+    int wm_next;        /* GRAFT_CUDA_ATTN_PF, _GEMV_PF: 1 + the first weight MatMul after this node (a group's
+                         * first standing for the group; 0: none) */
+    bool gpf;           /* GRAFT_CUDA_GEMV_PF: a weight MatMul (a group's first) whose GEMV asks L2 for later
+                         * weights (its own fewer bytes than the budget) */
     struct cx_node *mt; /* MatMul: the node (fuse 4) whose chain its one-row GEMV runs as its epilogue */
     struct cx_node *pro; /* MatMul (a group's first): the norm (fuse 5) its GEMV computes; the norm: that MatMul */
     struct cx_node *tail_skip; /* a fuse 4 tail: the skip RMSNorm (fuse 6) run after its chain */
@@ -193,6 +195,7 @@ struct cx_exec {
     size_t n_fast_attn; /* attention nodes on the in-place fast kernels (last run) */
     size_t n_fused_append; /* ... of them whose decode kernel also appended the new K/V rows (last run) */
     size_t n_attn_pf, attn_pf_bytes; /* ... that asked L2 for the next weights, and how many bytes (last run) */
+    size_t n_gemv_pf, gemv_pf_bytes; /* GEMVs that asked L2 for later weights, and how many bytes (last run) */
     int64_t *iota;      /* device 0, 1, ... (rotary positions when the graph gives none) */
     int64_t iota_n;
     /* CUDA graphs: a step whose graph inputs have the shapes of the last
@@ -264,8 +267,14 @@ struct cx_exec {
     size_t n_attn_took[3];          /* ... that did the q rotary, the k rotary, the v norm, last run */
     size_t rows_bytes;
     /* GRAFT_CUDA_ATTN_PF=MB: a decode attention kernel asks L2 for up to MB of the weights of the
-     * MatMuls after it (gcuda_attn_decode_args.pf; fuse.c, plan_attn_pf) */
-    size_t apf_bytes;
+     * MatMuls after it (gcuda_attn_decode_args.pf); GRAFT_CUDA_GEMV_PF=MB: so does a GEMV reading fewer
+     * bytes than that (gcuda_gemv_rows_prefetch_next), before its wait; GRAFT_CUDA_PF_WINDOW=MB (default:
+     * the larger budget): none asks past that many bytes from the start of the next weight MatMul's.
+     * pf_k, pf_off: where this run's asks have reached (1 + a group's first MatMul, bytes of that group
+     * asked; fuse.c, plan_pf and cx_pf_plan) */
+    size_t apf_bytes, gpf_bytes, pf_window;
+    int pf_k;
+    size_t pf_off;
     bool apf_late; /* GRAFT_CUDA_ATTN_PF_LATE=1: gcuda_attn_decode_args.pf_late */
     /* replayed steps: host seconds preparing them (host nodes, checks,
      * launch) and GPU seconds of the graphs (events around the launch,
@@ -362,8 +371,10 @@ graft_status cx_pro_gemv(cx_exec *x, cx_node *cn, int dtype, const gops_rows_nor
 /* A fuse 6 skip norm: nothing when the GEMV before it computed it this run, else itself. */
 graft_status cx_skip_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);
-/* GRAFT_CUDA_ATTN_PF: the weights decode attention cn asks L2 for (fuse.c). */
-void cx_attn_pf(cx_exec *x, const cx_node *cn, gcuda_prefetch_set *ps);
+/* GRAFT_CUDA_ATTN_PF, _GEMV_PF: the weights node cn (a decode attention, a
+ * small GEMV) asks L2 for, up to budget bytes, from where this run's asks
+ * have reached (fuse.c). */
+void cx_pf_plan(cx_exec *x, const cx_node *cn, size_t budget, gcuda_prefetch_set *ps);
 /* Writes the lengths for a replay (the copy is in the graph). */
 int cx_lens_replay(cx_exec *x, int64_t past, int64_t total);
 /* The node's zeroed workspace of at least `bytes`. */

@@ -1129,6 +1129,8 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
     x->n_fast_attn = 0;
     x->n_fused_append = 0;
     x->n_attn_pf = x->attn_pf_bytes = 0;
+    x->n_gemv_pf = x->gemv_pf_bytes = 0;
+    x->pf_k = 0, x->pf_off = 0; /* cx_pf_plan: nothing asked yet this run */
     x->n_cpro_ran = 0;
     memset(x->n_attn_took, 0, sizeof x->n_attn_took);
     x->run_syncs = 0;
@@ -1159,6 +1161,17 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
                 rp_clear(cn);
                 x->cur = cn;
             }
+            bool gpf = false; /* GRAFT_CUDA_GEMV_PF: this node's GEMV asks L2 for later weights */
+            if (cn->gpf && x->graph_step) {
+                gcuda_prefetch_set ps;
+                graft_error pe;
+                cx_pf_plan(x, cn, x->gpf_bytes, &ps);
+                if (ps.n && gcuda_gemv_rows_prefetch_next(&ps, &pe) == GRAFT_OK) {
+                    gpf = true;
+                    x->n_gemv_pf++;
+                    for (int r = 0; r < ps.n; r++) x->gemv_pf_bytes += ps.bytes[r];
+                }
+            }
             rc = cn->fuse == 1   ? cx_fuse_skip(x, cn, err)
                  : cn->fuse == 2 ? cx_fuse_run(x, cn, err)
                  : cn->fuse == 3 ? cx_fuse_shape(x, cn, err)
@@ -1169,6 +1182,10 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
                  : cn->mm == 1   ? cx_mm_run(x, cn, err)
                  : cn->mm == 2   ? cx_mm_follow(x, cn, err)
                                  : cn->dop->run(x, cn, err);
+            if (gpf) { /* not taken where the node launched no row GEMV */
+                graft_error pe;
+                (void)gcuda_gemv_rows_prefetch_next(NULL, &pe);
+            }
             if (x->capturing) {
                 x->cur = NULL;
                 if (rc == GRAFT_OK) rp_record(cn);
@@ -1727,6 +1744,11 @@ static const char *cx_describe(rt_backend *b)
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu decode attentions asked L2 for the next weights (%.0f MB, last run)",
                  x->n_attn_pf, (double)x->attn_pf_bytes / (1 << 20));
+    }
+    if (x->n_gemv_pf) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu GEMVs asked L2 for later weights (%.0f MB, last run)", x->n_gemv_pf,
+                 (double)x->gemv_pf_bytes / (1 << 20));
     }
     if (x->n_attn_preps) {
         size_t l = strlen(fz);

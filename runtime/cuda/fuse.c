@@ -23,6 +23,7 @@
  * GRAFT_CUDA_FUSE_TAIL=0: not), and a skip RMSNorm reading such a norm-headed chain run after it in the
  * same launch (plan_tail_skip, GRAFT_CUDA_FUSE_SKIP=0: not); the norm before one computed by it
  * (plan_prologue, GRAFT_CUDA_FUSE_PRO=0: not). */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -527,50 +528,98 @@ graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err)
     return cn->dop->run(x, cn, err);
 }
 
-/* GRAFT_CUDA_ATTN_PF=MB (not yet timed; GRAFT_CUDA_ATTN_PF_LATE=1: the
- * blocks with keys ask after their partials): each node points at the first
- * weight MatMul after it (a group's first stands for the group), where a
- * decode attention kernel starts its prefetch list (cx_attn_pf). */
-static void plan_attn_pf(cx_exec *x)
+static size_t env_mb(const char *name)
 {
-    const char *e = getenv("GRAFT_CUDA_ATTN_PF");
+    const char *e = getenv(name);
     long mb = e ? strtol(e, NULL, 10) : 0;
-    if (mb <= 0) return;
-    x->apf_bytes = (size_t)mb << 20;
+    return mb > 0 ? (size_t)mb << 20 : 0;
+}
+
+/* The bytes of weight MatMul cn's group (cn alone when it heads none). */
+static size_t group_weight_bytes(const cx_node *cn)
+{
+    const int n = cn->mm == 1 && cn->mg ? cn->mg->n : 1;
+    size_t t = 0;
+    for (int j = 0; j < n; j++) t += cx_v((n > 1 ? cn->mg->m[j] : cn)->n.in[1])->t.nbytes;
+    return t;
+}
+
+/* L2 prefetch of later weights, opt-in, not yet timed:
+ * GRAFT_CUDA_ATTN_PF=MB (GRAFT_CUDA_ATTN_PF_LATE=1: the blocks with keys ask
+ * after their partials), the decode attention kernel; GRAFT_CUDA_GEMV_PF=MB,
+ * each GEMV whose own weights are fewer bytes than that (q/k/v, o, the
+ * per-layer-input gate and projection: bound by latency), before its wait.
+ * Each node points at the first weight MatMul after it (a group's first
+ * stands for the group), where its asks start (cx_pf_plan). */
+static void plan_pf(cx_exec *x)
+{
+    x->apf_bytes = env_mb("GRAFT_CUDA_ATTN_PF");
+    x->gpf_bytes = env_mb("GRAFT_CUDA_GEMV_PF");
+    if (!x->apf_bytes && !x->gpf_bytes) return;
     const char *late = getenv("GRAFT_CUDA_ATTN_PF_LATE");
     x->apf_late = late && !strcmp(late, "1");
+    x->pf_window = env_mb("GRAFT_CUDA_PF_WINDOW");
+    if (!x->pf_window) x->pf_window = x->apf_bytes > x->gpf_bytes ? x->apf_bytes : x->gpf_bytes;
     int next = 0;
     for (size_t i = x->n_nodes; i-- > 0;) {
         cx_node *cn = &x->nodes[i];
         cn->wm_next = next;
-        if (cn->mm != 2 && weight_matmul(cn)) next = (int)i + 1;
+        if (cn->mm != 2 && weight_matmul(cn)) {
+            next = (int)i + 1;
+            cn->gpf = x->gpf_bytes && group_weight_bytes(cn) < x->gpf_bytes;
+        }
     }
 }
 
-/* GRAFT_CUDA_ATTN_PF=MB: the weights of the MatMuls after decode attention
- * cn, in node order, up to x->apf_bytes (and GCUDA_PREFETCH_MAX ranges),
- * for the attention kernel to ask L2 for (gcuda_attn_decode_args.pf;
- * ops.c, attend_cache). */
-void cx_attn_pf(cx_exec *x, const cx_node *cn, gcuda_prefetch_set *ps)
+/* The weights of the MatMuls after node cn, in node order, for cn's kernel
+ * to ask L2 for: from where this run's asks have reached (x->pf_k,
+ * x->pf_off), up to budget bytes and GCUDA_PREFETCH_MAX ranges, and no
+ * further than x->pf_window bytes past the start of the first weight
+ * MatMul after cn, so that what is asked and not yet read stays within
+ * what L2 can hold. A group's matrices (q/k/v, the gate/up pair) are read
+ * row by row together: each gets its share in proportion to its size, so
+ * that the first rows of all of them are asked first. Where a group's
+ * weights are not on the device yet (the planning run), nothing past it. */
+void cx_pf_plan(cx_exec *x, const cx_node *cn, size_t budget, gcuda_prefetch_set *ps)
 {
-    size_t left = x->apf_bytes;
     ps->n = 0;
-    for (int k = cn->wm_next; k && ps->n < GCUDA_PREFETCH_MAX && left; k = x->nodes[k - 1].wm_next) {
-        cx_node *nx = &x->nodes[k - 1];
+    size_t dist = 0; /* bytes of the groups between cn's next weights and this one */
+    for (int k = cn->wm_next; k && budget; k = x->nodes[k - 1].wm_next) {
+        const cx_node *nx = &x->nodes[k - 1];
         const int n = nx->mm == 1 && nx->mg ? nx->mg->n : 1;
-        /* a group's matrices (the gate/up pair) are read row by row together:
-         * each gets an even share of what is left, so the first rows of all
-         * of them are in L2, not all of the first matrix */
-        for (int j = 0; j < n && ps->n < GCUDA_PREFETCH_MAX && left; j++) {
-            cx_val *b = cx_in(n > 1 ? nx->mg->m[j] : nx, 1);
-            if (!b || !b->on_dev || !b->d || (uintptr_t)b->d % 16) continue;
-            const size_t share = left / (size_t)(n - j);
-            size_t take = (b->t.nbytes < share ? b->t.nbytes : share) & ~(size_t)15;
-            if (!take) continue;
-            ps->ptr[ps->n] = b->d;
-            ps->bytes[ps->n++] = take;
-            left -= take;
+        const size_t T = group_weight_bytes(nx);
+        const size_t done = k < x->pf_k ? T : k == x->pf_k ? x->pf_off : 0;
+        if (dist + done >= x->pf_window) return;
+        size_t take = T - done;
+        if (take > budget) take = budget;
+        if (take > x->pf_window - (dist + done)) take = x->pf_window - (dist + done);
+        if (take) {
+            if (ps->n + n > GCUDA_PREFETCH_MAX) return;
+            for (int j = 0; j < n; j++) {
+                const cx_val *b = cx_v((n > 1 ? nx->mg->m[j] : nx)->n.in[1]);
+                if (!b || !b->on_dev || !b->d || (uintptr_t)b->d % 16) return;
+            }
+            for (int j = 0; j < n; j++) {
+                const cx_val *b = cx_v((n > 1 ? nx->mg->m[j] : nx)->n.in[1]);
+                const size_t bj = b->t.nbytes;
+                /* matrix j's part of group bytes [done, done + take) */
+                const size_t lo = (size_t)((double)bj * (double)done / (double)T) & ~(size_t)15;
+                const size_t hi = done + take == T ? bj & ~(size_t)15
+                                                   : (size_t)((double)bj * (double)(done + take) / (double)T) & ~(size_t)15;
+                if (hi <= lo) continue;
+                ps->ptr[ps->n] = (const char *)b->d + lo;
+                ps->bytes[ps->n++] = hi - lo;
+            }
+            budget -= take;
+            if (done + take < T) {
+                x->pf_k = k;
+                x->pf_off = done + take;
+                return;
+            }
+            x->pf_k = nx->wm_next ? nx->wm_next : INT_MAX; /* this group all asked */
+            x->pf_off = 0;
         }
+        dist += T;
     }
 }
 
@@ -583,7 +632,7 @@ void cx_fuse_plan(cx_exec *x)
 {
     const char *env = getenv("GRAFT_CUDA_FUSE"), *fn = getenv("GRAFT_CUDA_FUSE_NORM");
     if (x->check || (env && !strcmp(env, "0"))) {
-        plan_attn_pf(x);
+        plan_pf(x);
         return;
     }
     int fuse_norm = !fn || strcmp(fn, "0");
@@ -694,7 +743,7 @@ void cx_fuse_plan(cx_exec *x)
     plan_tail_skip(x);
     plan_prologue(x);
     plan_chain_pro(x);
-    plan_attn_pf(x); /* after the groups: a group's first stands for it */
+    plan_pf(x); /* after the groups: a group's first stands for it */
 }
 
 /* A member before the tail: nothing computed, its output left absent. */

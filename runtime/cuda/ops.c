@@ -1172,7 +1172,7 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
         d.max_seq = max, d.q = c->q, d.k_cache = c->ck->buf, d.v_cache = c->cv->buf, d.seq_lens = dtot;
         d.out = c->y, d.scale = c->scale, d.softcap = c->softcap, d.window_left = win, d.impl = attn_impl();
         if (x->apf_bytes && d.impl == 2 && gcuda_dtype_size(d.dtype) == 2) { /* the tensor-core kernel's */
-            cx_attn_pf(x, cn, &d.pf);
+            cx_pf_plan(x, cn, x->apf_bytes, &d.pf);
             d.pf_late = x->apf_late;
             for (int r = 0; r < d.pf.n; r++) x->attn_pf_bytes += d.pf.bytes[r];
             x->n_attn_pf += d.pf.n > 0;

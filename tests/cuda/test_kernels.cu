@@ -473,9 +473,12 @@ static void test_gemv_multi(int dt, int K, std::vector<int64_t> Ns)
     release_all();
 }
 
+#define AM_PF_TEST_MB 9 /* the prefetch check's buffer: 145 pieces of 64 KB, more than a one-block grid's threads */
+
 /* gcuda_gemv_rows[_multi|_tuned]: y = W[N, K] . x, the weight one output
  * per row (the executor's transposed MatMul weights), against fp64; each
- * matrix its own output; twice per geometry, outputs poisoned. */
+ * matrix its own output; twice per geometry, outputs poisoned, the second
+ * time with an L2 prefetch list. */
 static void test_gemv_rows(int dt, int K, std::vector<int64_t> Ns)
 {
     int n = (int)Ns.size();
@@ -486,10 +489,18 @@ static void test_gemv_rows(int dt, int K, std::vector<int64_t> Ns)
         auto r = rows_ref(m.w[j], x, K, Ns[j]);
         ref.insert(ref.end(), r.begin(), r.end());
     }
+    /* rep 1: with an L2 prefetch list (gcuda_gemv_rows_prefetch_next, a hint: the same output): a buffer of
+     * more 64 KB pieces than a small grid has threads, and the weights themselves */
+    const size_t es = gcuda_dtype_size(dt), big = ((size_t)AM_PF_TEST_MB << 20) + 48;
+    gcuda_prefetch_set pf = {};
+    pf.ptr[pf.n] = dalloc(big), pf.bytes[pf.n++] = big;
+    for (int j = 0; j < n && pf.n < GCUDA_PREFETCH_MAX; j++)
+        if ((uintptr_t)m.dw[j] % 16 == 0) pf.ptr[pf.n] = m.dw[j], pf.bytes[pf.n++] = (size_t)K * Ns[j] * es / 16 * 16;
     for (int unroll : {0, 2, 8, 16}) /* 0: the default (4) */
         for (int rep = 0; rep < 2; rep++) {
             for (int j = 0; j < n; j++) CK(gcuda_fill_nan(dt, m.dy[j], Ns[j], NULL, &E));
             if (n > 1 && unroll) continue;
+            if (rep) CK(gcuda_gemv_rows_prefetch_next(&pf, &E));
             if (n > 1) CK(gcuda_gemv_rows_multi(dt, m.dx, m.dw.data(), m.dy.data(), Ns.data(), n, K, NULL, &E));
             else if (unroll) CK(gcuda_gemv_rows_tuned(dt, m.dx, m.dw[0], m.dy[0], K, Ns[0], unroll, NULL, &E));
             else CK(gcuda_gemv_rows(dt, m.dx, m.dw[0], m.dy[0], K, Ns[0], NULL, &E));
@@ -499,8 +510,17 @@ static void test_gemv_rows(int dt, int K, std::vector<int64_t> Ns)
                 got.insert(got.end(), g.begin(), g.end());
             }
             check(unroll ? fmt("gemv rows, unroll %d", unroll).c_str() : n > 1 ? "gemv rows multi" : "gemv rows",
-                  m.shape + (rep ? " again" : ""), dt, got, ref);
+                  m.shape + (rep ? " again, with an L2 prefetch list" : ""), dt, got, ref);
         }
+    /* a range that is not a multiple of 16 bytes, or too many: refused, nothing set */
+    gcuda_prefetch_set bad = pf;
+    bad.bytes[0] = 40;
+    gcuda_prefetch_set many = pf;
+    many.n = GCUDA_PREFETCH_MAX + 1;
+    const bool refused = gcuda_gemv_rows_prefetch_next(&bad, &E) == GRAFT_EINVAL &&
+                         gcuda_gemv_rows_prefetch_next(&many, &E) == GRAFT_EINVAL;
+    check("gemv rows, a misaligned or too long prefetch list refused (1: accepted)", m.shape, dt,
+          std::vector<float>{refused ? 0.0f : 1.0f}, std::vector<double>{0.0});
     release_all();
 }
 
@@ -563,7 +583,6 @@ struct attn_case {
 };
 
 static int g_attn_impl;  /* gcuda_attn_decode_args.impl for test_attn */
-#define AM_PF_TEST_MB 9 /* the prefetch check's buffer: 145 pieces of 64 KB, more than a one-block grid's threads */
 
 static void test_attn(int dt, const attn_case &c)
 {
