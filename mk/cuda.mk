@@ -41,6 +41,19 @@ CUDA_RT_OBJS := $(CUDA_RT_SRCS:%.c=$(BUILD)/obj/%.o)
 CUDA_OBJS += $(CUDA_RT_OBJS)
 $(CUDA_RT_OBJS): CFLAGS += $(CUDA_CFLAGS) -fPIC
 $(CUDA_LIB): $(CUDA_RT_OBJS)
+
+# tests/cuda/test_pf_plan: the executor's L2 prefetch plan (pfplan.c), host
+# code checked without a GPU (under SANITIZE=1 too).
+PF_TEST := $(BUILD)/tests/cuda/test_pf_plan
+$(BUILD)/obj/tests/cuda/test_pf_plan.o: CFLAGS += $(CUDA_CFLAGS)
+$(PF_TEST): $(BUILD)/obj/tests/cuda/test_pf_plan.o $(BUILD)/obj/runtime/cuda/pfplan.o
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcriterion
+TEST_TARGETS += test-pf-plan
+.PHONY: test-pf-plan
+test-pf-plan: $(PF_TEST)
+	$(PF_TEST) --jobs 2
+
 ifneq ($(SANITIZE),1)
 all: $(CUDA_SO)
 $(CUDA_SO): $(CUDA_OBJS)

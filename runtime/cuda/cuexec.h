@@ -78,6 +78,13 @@ typedef struct cx_op {
     graft_status (*run)(cx_exec *x, cx_node *cn, graft_error *err);
 } cx_op;
 
+/* Sibling MatMuls of one activation, run as one GEMV launch by the first
+ * (fuse.c, plan_siblings). */
+struct cx_mgroup {
+    int n;
+    struct cx_node *m[GCUDA_GEMV_MAX];
+};
+
 struct cx_node {
     rt_node n;         /* host binding: kernel, inputs, outputs */
     const cx_op *dop;  /* device implementation or NULL */
@@ -373,8 +380,10 @@ graft_status cx_skip_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);
 /* GRAFT_CUDA_ATTN_PF, _GEMV_PF: the weights node cn (a decode attention, a
  * small GEMV) asks L2 for, up to budget bytes, from where this run's asks
- * have reached (fuse.c). */
+ * have reached (pfplan.c). */
 void cx_pf_plan(cx_exec *x, const cx_node *cn, size_t budget, gcuda_prefetch_set *ps);
+/* The bytes of weight MatMul cn's group (cn alone when it heads none). */
+size_t cx_group_weight_bytes(const cx_node *cn);
 /* Writes the lengths for a replay (the copy is in the graph). */
 int cx_lens_replay(cx_exec *x, int64_t past, int64_t total);
 /* The node's zeroed workspace of at least `bytes`. */

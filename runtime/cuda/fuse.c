@@ -23,7 +23,6 @@
  * GRAFT_CUDA_FUSE_TAIL=0: not), and a skip RMSNorm reading such a norm-headed chain run after it in the
  * same launch (plan_tail_skip, GRAFT_CUDA_FUSE_SKIP=0: not); the norm before one computed by it
  * (plan_prologue, GRAFT_CUDA_FUSE_PRO=0: not). */
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,11 +224,6 @@ static int add_leaf(cx_fuse *f, rt_tensor *t)
     f->leaf[f->n_leaf] = t;
     return f->n_leaf++;
 }
-
-struct cx_mgroup {
-    int n;
-    cx_node *m[GCUDA_GEMV_MAX];
-};
 
 static int weight_matmul(const cx_node *cn)
 {
@@ -535,15 +529,6 @@ static size_t env_mb(const char *name)
     return mb > 0 ? (size_t)mb << 20 : 0;
 }
 
-/* The bytes of weight MatMul cn's group (cn alone when it heads none). */
-static size_t group_weight_bytes(const cx_node *cn)
-{
-    const int n = cn->mm == 1 && cn->mg ? cn->mg->n : 1;
-    size_t t = 0;
-    for (int j = 0; j < n; j++) t += cx_v((n > 1 ? cn->mg->m[j] : cn)->n.in[1])->t.nbytes;
-    return t;
-}
-
 /* L2 prefetch of later weights, opt-in, not yet timed:
  * GRAFT_CUDA_ATTN_PF=MB (GRAFT_CUDA_ATTN_PF_LATE=1: the blocks with keys ask
  * after their partials), the decode attention kernel; GRAFT_CUDA_GEMV_PF=MB,
@@ -566,60 +551,8 @@ static void plan_pf(cx_exec *x)
         cn->wm_next = next;
         if (cn->mm != 2 && weight_matmul(cn)) {
             next = (int)i + 1;
-            cn->gpf = x->gpf_bytes && group_weight_bytes(cn) < x->gpf_bytes;
+            cn->gpf = x->gpf_bytes && cx_group_weight_bytes(cn) < x->gpf_bytes;
         }
-    }
-}
-
-/* The weights of the MatMuls after node cn, in node order, for cn's kernel
- * to ask L2 for: from where this run's asks have reached (x->pf_k,
- * x->pf_off), up to budget bytes and GCUDA_PREFETCH_MAX ranges, and no
- * further than x->pf_window bytes past the start of the first weight
- * MatMul after cn, so that what is asked and not yet read stays within
- * what L2 can hold. A group's matrices (q/k/v, the gate/up pair) are read
- * row by row together: each gets its share in proportion to its size, so
- * that the first rows of all of them are asked first. Where a group's
- * weights are not on the device yet (the planning run), nothing past it. */
-void cx_pf_plan(cx_exec *x, const cx_node *cn, size_t budget, gcuda_prefetch_set *ps)
-{
-    ps->n = 0;
-    size_t dist = 0; /* bytes of the groups between cn's next weights and this one */
-    for (int k = cn->wm_next; k && budget; k = x->nodes[k - 1].wm_next) {
-        const cx_node *nx = &x->nodes[k - 1];
-        const int n = nx->mm == 1 && nx->mg ? nx->mg->n : 1;
-        const size_t T = group_weight_bytes(nx);
-        const size_t done = k < x->pf_k ? T : k == x->pf_k ? x->pf_off : 0;
-        if (dist + done >= x->pf_window) return;
-        size_t take = T - done;
-        if (take > budget) take = budget;
-        if (take > x->pf_window - (dist + done)) take = x->pf_window - (dist + done);
-        if (take) {
-            if (ps->n + n > GCUDA_PREFETCH_MAX) return;
-            for (int j = 0; j < n; j++) {
-                const cx_val *b = cx_v((n > 1 ? nx->mg->m[j] : nx)->n.in[1]);
-                if (!b || !b->on_dev || !b->d || (uintptr_t)b->d % 16) return;
-            }
-            for (int j = 0; j < n; j++) {
-                const cx_val *b = cx_v((n > 1 ? nx->mg->m[j] : nx)->n.in[1]);
-                const size_t bj = b->t.nbytes;
-                /* matrix j's part of group bytes [done, done + take) */
-                const size_t lo = (size_t)((double)bj * (double)done / (double)T) & ~(size_t)15;
-                const size_t hi = done + take == T ? bj & ~(size_t)15
-                                                   : (size_t)((double)bj * (double)(done + take) / (double)T) & ~(size_t)15;
-                if (hi <= lo) continue;
-                ps->ptr[ps->n] = (const char *)b->d + lo;
-                ps->bytes[ps->n++] = hi - lo;
-            }
-            budget -= take;
-            if (done + take < T) {
-                x->pf_k = k;
-                x->pf_off = done + take;
-                return;
-            }
-            x->pf_k = nx->wm_next ? nx->wm_next : INT_MAX; /* this group all asked */
-            x->pf_off = 0;
-        }
-        dist += T;
     }
 }
 
