@@ -49,14 +49,15 @@ struct attn_params {
 };
 
 /* The tensor-core kernel's L2 prefetch (p.pf), called by every thread once
- * it has waited for the kernel before (gc_l2_prefetch over the whole grid:
- * the first blocks' threads issue, whether they have keys or not). */
+ * it has waited for the kernel before: gc_l2_prefetch over the whole grid,
+ * threads numbered from the last block, so that at a short context the
+ * splits without keys (the last) issue, not the few with keys. */
 __device__ __forceinline__ void am_l2_prefetch(const attn_params &p)
 {
     if (!p.pf.n) return;
     const unsigned nt = gridDim.x * gridDim.y * gridDim.z * blockDim.x;
     const unsigned blk = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    gc_l2_prefetch(p.pf, blk * blockDim.x + threadIdx.x, nt);
+    gc_l2_prefetch(p.pf, nt - 1 - (blk * blockDim.x + threadIdx.x), nt);
 }
 
 template <typename T, int D, int GT> struct attn_layout {
