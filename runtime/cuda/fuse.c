@@ -529,7 +529,9 @@ static size_t env_mb(const char *name)
     return mb > 0 ? (size_t)mb << 20 : 0;
 }
 
-/* L2 prefetch of later weights, opt-in, not yet timed:
+/* L2 prefetch of later weights, opt-in: measured much slower (H100, session
+ * 26: E2B 383 tok/s; ATTN_PF=32 177, GEMV_PF=16 with a 32 MB window 145;
+ * the asks come from a few blocks' threads, and the step waits for them):
  * GRAFT_CUDA_ATTN_PF=MB (GRAFT_CUDA_ATTN_PF_LATE=1: the blocks with keys ask
  * after their partials), the decode attention kernel; GRAFT_CUDA_GEMV_PF=MB,
  * each GEMV whose own weights are fewer bytes than that (q/k/v, o, the
