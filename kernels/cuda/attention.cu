@@ -891,11 +891,8 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
         p->nsb = a->new_stride_b;
         p->nsh = a->new_stride_h;
     }
-    if (a->pf.n < 0 || a->pf.n > GCUDA_PREFETCH_MAX)
-        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: %d prefetch ranges", a->pf.n);
-    for (int r = 0; r < a->pf.n; r++)
-        if (!a->pf.ptr[r] || (uintptr_t)a->pf.ptr[r] % 16 || a->pf.bytes[r] % 16)
-            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: prefetch range %d not 16-byte aligned", r);
+    graft_status pst = gc_prefetch_check(&a->pf, "gcuda_attn_decode", err);
+    if (pst) return pst;
     p->pf = a->pf; /* the tensor-core kernel's; the others ignore it */
     p->pf_late = a->pf_late;
     p->qg = p->kg = NULL;

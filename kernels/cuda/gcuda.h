@@ -123,8 +123,8 @@ typedef struct gcuda_prefetch_set {
     int n;
 } gcuda_prefetch_set;
 /* The next gcuda_gemv_rows* call on this host thread (whichever variant)
- * asks L2 for ps's ranges, spread over all its blocks, after its first
- * weight loads and before it waits for the kernel before it: weights of
+ * asks L2 for ps's ranges, spread over all its blocks, at its start,
+ * before its first weight loads and its wait for the kernel before: weights of
  * later kernels, to stream from DRAM while this GEMV and the kernel before
  * it are bound by latency. Each gcuda_gemv_rows* call takes it, launched or
  * not; NULL (or n 0) clears it. GRAFT_EINVAL for more than

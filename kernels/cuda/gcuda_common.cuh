@@ -141,6 +141,17 @@ static inline void gc_launch(bool pdl, void (*k)(KA...), dim3 g, dim3 b, size_t 
  * division: it runs at a kernel's start, and must not take registers the
  * kernel needs later (ranges up to 2^32 pieces). */
 #define GC_PF_PIECE 65536u
+/* ps as gc_l2_prefetch takes it: at most GCUDA_PREFETCH_MAX ranges, each
+ * non-NULL, 16-byte aligned and a multiple of 16 bytes; else GRAFT_EINVAL
+ * naming `who`. Host side, before a launch. */
+static inline graft_status gc_prefetch_check(const gcuda_prefetch_set *ps, const char *who, graft_error *err)
+{
+    if (ps->n < 0 || ps->n > GCUDA_PREFETCH_MAX) return gcuda_errf(err, GRAFT_EINVAL, "%s: %d prefetch ranges", who, ps->n);
+    for (int r = 0; r < ps->n; r++)
+        if (!ps->ptr[r] || (uintptr_t)ps->ptr[r] % 16 || ps->bytes[r] % 16)
+            return gcuda_errf(err, GRAFT_EINVAL, "%s: prefetch range %d not 16-byte aligned", who, r);
+    return GRAFT_OK;
+}
 __device__ __forceinline__ void gc_l2_prefetch(const gcuda_prefetch_set &ps, unsigned t, unsigned nt)
 {
     for (int r = 0; r < ps.n && r < GCUDA_PREFETCH_MAX; r++) {

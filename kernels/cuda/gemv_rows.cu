@@ -782,11 +782,8 @@ extern "C" graft_status gcuda_gemv_rows_prefetch_next(const gcuda_prefetch_set *
         rows_next_pf.n = 0;
         return GRAFT_OK;
     }
-    if (ps->n < 0 || ps->n > GCUDA_PREFETCH_MAX)
-        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_prefetch_next: %d ranges", ps->n);
-    for (int r = 0; r < ps->n; r++)
-        if (!ps->ptr[r] || (uintptr_t)ps->ptr[r] % 16 || ps->bytes[r] % 16)
-            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows_prefetch_next: range %d not 16-byte aligned", r);
+    graft_status st = gc_prefetch_check(ps, "gcuda_gemv_rows_prefetch_next", err);
+    if (st) return st;
     rows_next_pf = *ps;
     return GRAFT_OK;
 }
