@@ -267,26 +267,6 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
  * row's factor first. */
 #define AM_THREADS 128
 
-template <typename T> struct am_mma;
-template <> struct am_mma<__half> {
-    static __device__ __forceinline__ void run(float *c, const unsigned *a, const unsigned *b)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-};
-template <> struct am_mma<__nv_bfloat16> {
-    static __device__ __forceinline__ void run(float *c, const unsigned *a, const unsigned *b)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-};
-
 __device__ __forceinline__ void am_ldsm_x4(unsigned *r, const void *p)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -611,7 +591,7 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
                 for (int n = 0; n < NTS; n++) {
                     unsigned bf[2];
                     am_ldsm_x2(bf, kt + ((warp * NTS + n) * 8 + brow) * ST + k0 + bcol);
-                    am_mma<T>::run(c[n], a, bf);
+                    gc_mma<T>::run(c[n], a, bf);
                 }
             }
 #pragma unroll
@@ -677,8 +657,8 @@ template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_
                 for (int n = 0; n < NTO; n += 2) {
                     unsigned bf[4];
                     am_ldsm_x4_t(bf, vt + (kk + vrow) * ST + warp * DW + n * 8 + vcol);
-                    am_mma<T>::run(o[n], a, bf);
-                    am_mma<T>::run(o[n + 1], a, bf + 2);
+                    gc_mma<T>::run(o[n], a, bf);
+                    gc_mma<T>::run(o[n + 1], a, bf + 2);
                 }
             }
         }

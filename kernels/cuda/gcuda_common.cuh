@@ -231,6 +231,30 @@ template <typename T> struct gc_vec {
     static constexpr int n = 16 / (int)sizeof(T);
 };
 
+/* D = A B + D on the tensor cores, one m16n8k16 step of a warp (fp32
+ * accumulators c, A's fragment in a[4], B's in b[2], as PTX lays them out
+ * for mma.sync): the decode attention's products and the tensor-core GEMV's
+ * (gemv_rows.cu, GRAFT_CUDA_ROWS_MMA). */
+template <typename T> struct gc_mma;
+template <> struct gc_mma<__half> {
+    static __device__ __forceinline__ void run(float *c, const unsigned *a, const unsigned *b)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+template <> struct gc_mma<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(float *c, const unsigned *a, const unsigned *b)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+
 /* 16-byte word to n floats. */
 template <typename T> __device__ __forceinline__ void gc_unpack(const uint4 &u, float *f)
 {
