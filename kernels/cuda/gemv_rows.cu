@@ -382,14 +382,27 @@ __device__ __forceinline__ const T *rows_pro_x(const T *x, const rows_set &set, 
 
 /* A thread's row in group b (RPB rows a group): its matrix's row of
  * weights (and, EPI 3, the second matrix's), the output and the matrix's
- * first row in the launch, by constant indexes (the parameters stay in
- * constant memory: no local copy). */
+ * first row in the launch (rows_matrix: by constant indexes, so the
+ * parameters stay in constant memory, with no local copy). */
 struct rows_at {
     const void *w, *w2;
     void *y;
     int r, r0;
     bool live;
 };
+/* The matrix that row r of the launch belongs to: its weights w, output y
+ * and first row r0, by constant indexes (a pair's, EPI 3: the first). */
+template <int EPI>
+__device__ __forceinline__ void rows_matrix(const rows_set &set, int r, const void *&w, void *&y, int &r0)
+{
+    w = set.W[0];
+    y = set.y[0];
+    r0 = 0;
+    if constexpr (EPI != 3)
+#pragma unroll
+        for (int q = 1; q < GCUDA_GEMV_MAX; q++)
+            if (q < set.n && r >= set.row0[q]) w = set.W[q], y = set.y[q], r0 = set.row0[q];
+}
 template <typename T, int TPR, int EPI>
 __device__ __forceinline__ rows_at rows_locate(const rows_set &set, int b, int K)
 {
@@ -397,17 +410,8 @@ __device__ __forceinline__ rows_at rows_locate(const rows_set &set, int b, int K
     rows_at a;
     a.r = b * RPB + (int)threadIdx.x / TPR;
     a.live = a.r < set.rows;
-    const void *wb = set.W[0];
-    a.y = set.y[0];
-    a.r0 = 0;
-    if constexpr (EPI != 3)
-#pragma unroll
-        for (int q = 1; q < GCUDA_GEMV_MAX; q++)
-            if (q < set.n && a.r >= set.row0[q]) {
-                wb = set.W[q];
-                a.y = set.y[q];
-                a.r0 = set.row0[q];
-            }
+    const void *wb;
+    rows_matrix<EPI>(set, a.r, wb, a.y, a.r0);
     a.w = (const T *)wb + (size_t)(a.live ? a.r - a.r0 : 0) * K;
     /* EPI 3 (a pair): row r of the second matrix too, its chunks after the first's */
     a.w2 = EPI == 3 ? (const T *)set.W[1] + (size_t)(a.live ? a.r : 0) * K : a.w;
@@ -664,12 +668,10 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 2 : 3)
     const int rt = (int)blockIdx.x * rpb + 8 * (warp >> ks_log); /* the tile's first row */
     const bool live = rt < set.rows; /* the whole warp's: rows are a multiple of 8 */
     if (set.pf.n) gc_l2_prefetch(set.pf, blockIdx.x * ROWS_THREADS + threadIdx.x, gridDim.x * ROWS_THREADS);
-    const void *wb = set.W[0];
-    int rb = 0;
-    if constexpr (EPI != 3)
-#pragma unroll
-        for (int j = 1; j < GCUDA_GEMV_MAX; j++)
-            if (j < set.n && rt >= set.row0[j]) wb = set.W[j], rb = set.row0[j];
+    const void *wb;
+    void *yt;
+    int rb;
+    rows_matrix<EPI>(set, rt, wb, yt, rb);
     const int c0 = 4 * S * kw + q; /* the lane's first chunk of its row, and of x */
     const uint4 *wp[NM];
     wp[0] = reinterpret_cast<const uint4 *>((const T *)wb + (size_t)(live ? rt - rb + g : 0) * K) + c0;
@@ -740,11 +742,10 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 2 : 3)
             ((T *)set.y[0])[rr] = yv;
             rows_chain_row<T, EPI>(set, tail, rr, yv, s1);
         } else {
-            void *yb = set.y[0];
-            int r0 = 0;
-#pragma unroll
-            for (int k = 1; k < GCUDA_GEMV_MAX; k++)
-                if (k < set.n && rr >= set.row0[k]) yb = set.y[k], r0 = set.row0[k];
+            const void *wr;
+            void *yb;
+            int r0;
+            rows_matrix<EPI>(set, rr, wr, yb, r0);
             ((T *)yb)[rr - r0] = yv;
         }
     }
