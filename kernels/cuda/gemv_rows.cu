@@ -640,42 +640,50 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
     if constexpr (EPI == 2) rows_last_block<T>(set, tail, counter);
 }
 
-/* The tensor-core GEMV (GRAFT_CUDA_ROWS_MMA; 2-byte types, K a multiple
- * of 32, every matrix's rows a multiple of 8): a warp owns a tile of 8 rows
- * (EPI 3: of both matrices of the pair) over K / ks of its columns, ks
- * warps a tile (ks_log: 0-3) and 8 / ks tiles a block. At each step a lane
- * loads 16 bytes of its row (lane / 4 of the tile) at chunk lane % 4 of the
- * step's 4, and two mma.sync m16n8k16 take them as B (k16 x n8, the rows
- * as n) against x's same chunk as every row of A: the dot product's sum
- * over k is the tensor core's, in fp32, so the row kernel's per-chunk
- * conversions, multiply-adds and shuffles (about 1200 warp instructions a
- * pair of rows at K 1536: ncu, session 25) become 2 loads and 2 mma a
- * step. The k order within a step is a permutation of the row's (the same
- * for x and w), so the product is the GEMV's, summed in another order. The
- * ks partials of a row are added in a fixed order by the block's thread
- * for that row, which then runs the epilogue as the row kernel's first
- * warp does (EPI 1, 3: the chain; 0, 2: the store; 2: the last block). A
- * prologue's x (PRO 1, 2, 4) is made once a block in shared memory. */
+/* The tensor-core GEMV (GRAFT_CUDA_ROWS_MMA; 2-byte types): mma.sync
+ * m16n8k16 with the weights as B (k16 x n8) and x as A. B's 8 columns are
+ * 8 / P rows of the matrix (the warp's tile) cut into P segments each
+ * (p_log: 0-3): lane g / 4 of the warp is column n = g, row g / P of the
+ * tile, segment h = g % P, and at each step loads 16 bytes of that row at
+ * chunk 4 P s + 4 h + lane % 4, so that one load instruction reads 64 P
+ * contiguous bytes of each of the tile's rows (P 1: 64 bytes of 8 rows, 8:
+ * 512 of one; session 28 measured P 1 at half the row kernel's rate at
+ * K 12288). Row m of A is x's chunks of segment m % P (the lane's own x
+ * chunk: the index of its w chunk), so C[m][n] is the dot product of the
+ * segment where m % P == n % P: column n's is at lane (n % P, n / 2), c0
+ * or c1 (n odd), and a row's sum is its P columns'. The k order within a
+ * chunk is a permutation of the row's (the same for x and w), so the
+ * product is the GEMV's, summed in another order. K is split over ks warps
+ * (ks_log: 0-3), 8 / ks tiles a block; a row's ks x P partials are added in
+ * a fixed order by the block's thread for that row, which then runs the
+ * epilogue as the row kernel's first warp does (EPI 1, 3: the chain; 0, 2:
+ * the store; 2: the last block). A prologue's x (PRO 1, 2, 4) is made once
+ * a block in shared memory. Needs K a multiple of 32 P ks and rows of
+ * every matrix a multiple of 8 / P (rows_run). */
 #define MMA_U 8 /* 16-byte loads a lane has in flight (a pair: 4 steps of both matrices) */
 template <typename T, int EPI, int PRO>
 __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 2 : 3)
-    gemv_mma_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter, int ks_log)
+    gemv_mma_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter, int ks_log,
+                    int p_log)
 {
     constexpr int NM = EPI == 3 ? 2 : 1, W8 = ROWS_THREADS / 32, U = MMA_U / NM;
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int ks = 1 << ks_log, rpb = 8 * (W8 >> ks_log); /* warps a tile, rows a block */
-    const int kw = warp & (ks - 1), S = (K >> 5) >> ks_log; /* the warp's share of K, in steps of 32 */
-    const int rt = (int)blockIdx.x * rpb + 8 * (warp >> ks_log); /* the tile's first row */
-    const bool live = rt < set.rows; /* the whole warp's: rows are a multiple of 8 */
+    const int P = 1 << p_log, RT = 8 >> p_log; /* segments a row, rows a tile */
+    const int ks = 1 << ks_log, rpb = RT * (W8 >> ks_log); /* warps a tile, rows a block */
+    const int kw = warp & (ks - 1), S = (K >> (5 + p_log)) >> ks_log; /* the warp's share of K, in steps */
+    const int rt = (int)blockIdx.x * rpb + RT * (warp >> ks_log); /* the tile's first row */
+    const bool live = rt < set.rows; /* the whole warp's: rows are a multiple of RT */
     if (set.pf.n) gc_l2_prefetch(set.pf, blockIdx.x * ROWS_THREADS + threadIdx.x, gridDim.x * ROWS_THREADS);
     const void *wb;
     void *yt;
     int rb;
     rows_matrix<EPI>(set, rt, wb, yt, rb);
-    const int c0 = 4 * S * kw + q; /* the lane's first chunk of its row, and of x */
+    const int st = 4 * P;                                  /* chunks a step */
+    const int c0 = st * S * kw + 4 * (g & (P - 1)) + q;   /* the lane's first chunk of its row, and of x */
+    const int gr = g >> p_log;                            /* the lane's row in the tile */
     const uint4 *wp[NM];
-    wp[0] = reinterpret_cast<const uint4 *>((const T *)wb + (size_t)(live ? rt - rb + g : 0) * K) + c0;
-    if constexpr (NM == 2) wp[1] = reinterpret_cast<const uint4 *>((const T *)set.W[1] + (size_t)(live ? rt + g : 0) * K) + c0;
+    wp[0] = reinterpret_cast<const uint4 *>((const T *)wb + (size_t)(live ? rt - rb + gr : 0) * K) + c0;
+    if constexpr (NM == 2) wp[1] = reinterpret_cast<const uint4 *>((const T *)set.W[1] + (size_t)(live ? rt + gr : 0) * K) + c0;
     const uint64_t pol = rows_policy();
     const bool ef = set.l2ef;
     uint4 wv[NM][U];
@@ -683,7 +691,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 2 : 3)
     for (int u = 0; u < U; u++)
 #pragma unroll
         for (int m = 0; m < NM; m++)
-            if (live && u < S) wv[m][u] = rows_ld(wp[m] + 4 * u, ef, pol);
+            if (live && u < S) wv[m][u] = rows_ld(wp[m] + st * u, ef, pol);
     gc_pdl_wait(); /* x is the kernel before's output */
     gc_pdl_trigger();
     const uint4 *xv = reinterpret_cast<const uint4 *>(x);
@@ -711,32 +719,36 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 2 : 3)
             for (int u = 0; u < U; u++) {
                 const int s = s0 + u;
                 if (s < S) {
-                    const uint4 xc = PRO != 0 ? xv[c0 + 4 * s] : __ldg(xv + c0 + 4 * s);
+                    const uint4 xc = PRO != 0 ? xv[c0 + st * s] : __ldg(xv + c0 + st * s);
                     const unsigned a0[4] = {xc.x, xc.x, xc.y, xc.y}, a1[4] = {xc.z, xc.z, xc.w, xc.w};
 #pragma unroll
                     for (int m = 0; m < NM; m++) {
                         const unsigned b0[2] = {wv[m][u].x, wv[m][u].y}, b1[2] = {wv[m][u].z, wv[m][u].w};
                         gc_mma<T>::run(acc[m], a0, b0);
                         gc_mma<T>::run(acc[m], a1, b1);
-                        if (s + U < S) wv[m][u] = rows_ld(wp[m] + 4 * (s + U), ef, pol);
+                        if (s + U < S) wv[m][u] = rows_ld(wp[m] + st * (s + U), ef, pol);
                     }
                 }
             }
         }
-    /* lane q of the warp's first group holds rows 2q, 2q + 1 of its tile (every column of C is the same) */
+    /* column n (row n / P of the tile, segment n % P) is lane (n % P, n / 2)'s c0 (n even) or c1 (n odd) */
     __shared__ float red[NM][W8][8];
-    if (g == 0)
+    if (g < P)
 #pragma unroll
-        for (int m = 0; m < NM; m++) red[m][warp][2 * q] = acc[m][0], red[m][warp][2 * q + 1] = acc[m][1];
+        for (int m = 0; m < NM; m++) {
+            if (((2 * q) & (P - 1)) == g) red[m][warp][2 * q] = acc[m][0];
+            if (((2 * q + 1) & (P - 1)) == g) red[m][warp][2 * q + 1] = acc[m][1];
+        }
     __syncthreads();
     const int j = (int)threadIdx.x, rr = (int)blockIdx.x * rpb + j;
     if (j < rpb && rr < set.rows) {
-        const int t0 = (j >> 3) << ks_log; /* the row's tile's first warp */
+        const int t0 = (j >> (3 - p_log)) << ks_log, n0 = (j & (RT - 1)) << p_log; /* the tile's first warp, column */
         float s0 = 0.0f, s1 = 0.0f;
-        for (int w = 0; w < ks; w++) {
-            s0 += red[0][t0 + w][j & 7];
-            if constexpr (NM == 2) s1 += red[1][t0 + w][j & 7];
-        }
+        for (int w = 0; w < ks; w++)
+            for (int h = 0; h < P; h++) {
+                s0 += red[0][t0 + w][n0 + h];
+                if constexpr (NM == 2) s1 += red[1][t0 + w][n0 + h];
+            }
         const T yv = gc_to<T>(s0);
         if constexpr (EPI == 1 || EPI == 3) {
             ((T *)set.y[0])[rr] = yv;
@@ -753,15 +765,15 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 2 : 3)
 }
 
 /* Launches the tensor-core kernel (2-byte types; rows_run decides that it
- * applies) on a block for every 8 / ks tiles of 8 rows. */
+ * applies) on a block for every 8 / ks tiles of 8 / P rows. */
 template <typename T, int EPI, int PRO>
 static cudaError_t mma_launch(const cudaLaunchConfig_t *cfg, const T *x, const rows_set &set, int K,
-                             const gops_fuse &tail, unsigned *counter, int ks_log)
+                             const gops_fuse &tail, unsigned *counter, int ks_log, int p_log)
 {
     if constexpr (sizeof(T) != 2 || PRO == 3) {
         return cudaErrorInvalidValue;
     } else {
-        return cudaLaunchKernelEx(cfg, gemv_mma_kernel<T, EPI, PRO>, x, set, K, tail, counter, ks_log);
+        return cudaLaunchKernelEx(cfg, gemv_mma_kernel<T, EPI, PRO>, x, set, K, tail, counter, ks_log, p_log);
     }
 }
 
@@ -1036,14 +1048,24 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     }
     if (vec && force_tpr) tpr = force_tpr;
     /* the tensor-core kernel (GRAFT_CUDA_ROWS_MMA=1) where it tiles the rows: 2 bytes an element, K a multiple of
-     * 32, every matrix's rows a multiple of 8, and a prologue's x within 48 KB of shared memory */
+     * 32 P, every matrix's rows a multiple of 8 / P, and a prologue's x within 48 KB of shared memory */
     static const int mma_on = gc_env_is("GRAFT_CUDA_ROWS_MMA", "1");
-    bool mma = mma_on && es == 2 && vec && unroll == ROWS_UNROLL && K % 32 == 0 && set.rows % 8 == 0 &&
+    static int mma_p = -1; /* GRAFT_CUDA_ROWS_MMA_P=1|2|4|8: segments a row (p_log 0-3; default 8) */
+    if (mma_p < 0) {
+        const char *fp = getenv("GRAFT_CUDA_ROWS_MMA_P");
+        const int v = fp ? atoi(fp) : 8;
+        mma_p = v == 1 ? 0 : v == 2 ? 1 : v == 4 ? 2 : 3;
+    }
+    int p_log = mma_p; /* fewer segments where K or the rows do not divide */
+    while (p_log > 0 && K % (32 << p_log) != 0) p_log--;
+    bool mma = mma_on && es == 2 && vec && unroll == ROWS_UNROLL && K % 32 == 0 &&
                !(pk == 3 && !set.cp.x) && (pk == 0 || K * (int64_t)es <= 48 * 1024);
-    for (int j = 0; mma && j < n; j++) mma = N[j] % 8 == 0;
+    for (int j = 0; mma && j < n; j++)
+        while (N[j] % (8 >> p_log) != 0) p_log++; /* a smaller tile */
+    mma = mma && p_log <= 3 && K % (32 << p_log) == 0;
     int ks_log = 0; /* warps a tile: 1 << ks_log */
     if (mma) {
-        const int steps = (int)(K / 32);
+        const int steps = (int)(K >> (5 + p_log));
         static int force_ks = -1; /* GRAFT_CUDA_ROWS_MMA_KS=1|2|4|8: the kernel lab's override */
         if (force_ks < 0) {
             const char *fk = getenv("GRAFT_CUDA_ROWS_MMA_KS");
@@ -1053,7 +1075,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         if (force_ks < 4 && steps % (1 << force_ks) == 0) {
             ks_log = force_ks;
         } else { /* split K while the launch has under 4 blocks an SM and each warp keeps 4 steps or more */
-            const int64_t tiles = set.rows / 8;
+            const int64_t tiles = set.rows >> (3 - p_log);
             while (ks_log < 3 && steps % (2 << ks_log) == 0 && steps / (2 << ks_log) >= 4 &&
                    (tiles << ks_log) / 8 < 4 * (int64_t)sms)
                 ks_log++;
@@ -1070,14 +1092,14 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     cfg.numAttrs = gcuda_pdl_mode() >= 1 ? 1 : 0; /* GRAFT_CUDA_PDL=0: a plain launch */
     if (pk == 3) cfg.dynamicSmemBytes = (size_t)K * es; /* x */
     if (mma) {
-        const int rpb = 8 * ((ROWS_THREADS / 32) >> ks_log);
+        const int rpb = (8 >> p_log) * ((ROWS_THREADS / 32) >> ks_log);
         cfg.gridDim = dim3((unsigned)((set.rows + rpb - 1) / rpb));
         cfg.dynamicSmemBytes = pk ? (size_t)K * es : 0;
     }
     const int Ki = (int)K;
     cudaError_t e = cudaSuccess;
 #define ROWS_EPI(EPI, PRO)                                                                                          \
-    e = mma ? mma_launch<T, EPI, PRO>(&cfg, xt, set, Ki, tf, counter, ks_log)                                          \
+    e = mma ? mma_launch<T, EPI, PRO>(&cfg, xt, set, Ki, tf, counter, ks_log, p_log)                                          \
             : rows_launch_epi<T, EPI, PRO>(vec, tpr, &cfg, sms, xt, set, Ki, tf, counter)
     if (unroll != ROWS_UNROLL && (epi || pk))
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d with a tail or a prologue", unroll);
