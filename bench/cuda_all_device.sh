@@ -16,7 +16,9 @@
 #   (after epi): the attention lab (test_kernels --attn: a layer's attention after its q/k/v GEMV at 160
 #   keys, its norms in launches of their own against made by the kernel, and what asking L2 for 32 MB costs
 #   it) under each of ATTN_SWITCHES; also "icache" (after attn):
-#   test_kernels --icache, what a launch pays for code the SM has not run lately;
+#   test_kernels --icache, what a launch pays for code the SM has not run lately; also "labncu" (after
+#   icache): Nsight Compute on the kernel lab (test_kernels ${LABNCU_ARGS:---epi}), the kernels LABNCU_KERNELS
+#   names (a regex on mangled names; LABNCU_SKIP, LABNCU_COUNT), with no E2B pipeline to wait for;
 #   also "ncu" (after profile): Nsight Compute's launch, warp-state and instruction sections for the
 #   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size;
 #   and "abpack": with AB_PACK=DIR (another prepare's .devcarry-all, moved aside and carried too), E2B
@@ -107,6 +109,24 @@ fi
 if has icache; then
     step "test_kernels --icache: what cold code costs a launch"
     timeout 60 $TK --icache 2>&1 | tee "$OUT/icache.log" | grep -E "^\|"
+fi
+if has labncu && [ "$(left)" -gt 60 ]; then
+    # a lab kernel's stalls without the E2B pipeline. The default: the compact chain prologue's plain GEMV
+    # (PRO 4, EPI 0), which only the --epi pair "plain, then the chain prologue" runs (q/k/v's shape)
+    step "ncu on test_kernels ${LABNCU_ARGS:---epi}: ${LABNCU_KERNELS:=gemv_rows_kernelI6__halfLi[0-9]+ELi4ELb1ELi0ELi4ELb0E}"
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+    if [ -n "$NCU" ]; then
+        timeout $(($(left) - 30)) "$NCU" --clock-control none --kernel-name-base mangled \
+            --kernel-name "regex:$LABNCU_KERNELS" --launch-skip ${LABNCU_SKIP:-2} --launch-count ${LABNCU_COUNT:-6} \
+            --section LaunchStats --section WarpStateStats --section SpeedOfLight --section Occupancy \
+            --section InstructionStats $TK ${LABNCU_ARGS:---epi} >"$OUT/labncu.log" 2>&1
+        echo "labncu rc=$?"
+        cp "$OUT/labncu.log" "$RES/"
+        grep -E "^  [a-z_]+.*\(|Duration|Stall|Executed Instructions|Registers Per|Grid Size|Block Size|Achieved Occupancy" \
+            "$OUT/labncu.log" | head -80
+    else
+        echo "no ncu on this machine"
+    fi
 fi
 if has skeleton; then
     step "the E2B step's GEMVs chained in a CUDA graph (test_kernels --skeleton)"
