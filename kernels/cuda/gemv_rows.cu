@@ -517,9 +517,10 @@ template <int EPI, int PRO, bool LOOP = false> __host__ __device__ constexpr boo
  * per-element kernels (39 registers), 4 for a last block's
  * (go_norm_chain_row_v8 would take 75-80 registers, 3 blocks: E2B 31 us
  * a step slower; held to 64, it spills a few bytes in the last block), 3
- * for the compact chain prologue's (PRO 4: 80 registers, none spilled;
- * 85-92 unbound; the general chain's, PRO 3, takes 124 and spills 150
- * bytes held to 80, so it is not). */
+ * for the compact chain prologue's (PRO 4: 80 registers; the plain ones,
+ * EPI 0, spill 16 bytes, ptxas -v at 93a9d0d; 85-92 unbound; the general
+ * chain's, PRO 3, takes 124 and spills 150 bytes held to 80, so it is
+ * not). */
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false>
 __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 && !LOOP ? 6 : 5)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
