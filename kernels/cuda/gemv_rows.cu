@@ -778,6 +778,15 @@ static cudaError_t mma_launch(const cudaLaunchConfig_t *cfg, const T *x, const r
     }
 }
 
+/* The tensor-core kernel's switches GRAFT_CUDA_ROWS_MMA_P and _KS: 1, 2, 4
+ * or 8 as its log2 (0-3), anything else (unset included) dflt. */
+static int rows_env_log2(const char *name, int dflt)
+{
+    const char *s = getenv(name);
+    const int v = s ? atoi(s) : 0;
+    return v == 1 ? 0 : v == 2 ? 1 : v == 4 ? 2 : v == 8 ? 3 : dflt;
+}
+
 /* Threads per row: the fewest (32 up to 256) that hold a row in U loads
  * each, then more while the launch has under two blocks per SM. */
 static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
@@ -1051,12 +1060,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     /* the tensor-core kernel (GRAFT_CUDA_ROWS_MMA=1) where it tiles the rows: 2 bytes an element, K a multiple of
      * 32 P, every matrix's rows a multiple of 8 / P, and a prologue's x within 48 KB of shared memory */
     static const int mma_on = gc_env_is("GRAFT_CUDA_ROWS_MMA", "1");
-    static int mma_p = -1; /* GRAFT_CUDA_ROWS_MMA_P=1|2|4|8: segments a row (p_log 0-3; default 8) */
-    if (mma_p < 0) {
-        const char *fp = getenv("GRAFT_CUDA_ROWS_MMA_P");
-        const int v = fp ? atoi(fp) : 8;
-        mma_p = v == 1 ? 0 : v == 2 ? 1 : v == 4 ? 2 : 3;
-    }
+    static const int mma_p = rows_env_log2("GRAFT_CUDA_ROWS_MMA_P", 3); /* segments a row (p_log 0-3; default 8) */
     int p_log = mma_p; /* fewer segments where K or the rows do not divide */
     while (p_log > 0 && K % (32 << p_log) != 0) p_log--;
     bool mma = mma_on && es == 2 && vec && unroll == ROWS_UNROLL && K % 32 == 0 &&
@@ -1067,12 +1071,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     int ks_log = 0; /* warps a tile: 1 << ks_log */
     if (mma) {
         const int steps = (int)(K >> (5 + p_log));
-        static int force_ks = -1; /* GRAFT_CUDA_ROWS_MMA_KS=1|2|4|8: the kernel lab's override */
-        if (force_ks < 0) {
-            const char *fk = getenv("GRAFT_CUDA_ROWS_MMA_KS");
-            const int v = fk ? atoi(fk) : 0;
-            force_ks = v == 1 ? 0 : v == 2 ? 1 : v == 4 ? 2 : v == 8 ? 3 : 4;
-        }
+        static const int force_ks = rows_env_log2("GRAFT_CUDA_ROWS_MMA_KS", 4); /* the kernel lab's override */
         if (force_ks < 4 && steps % (1 << force_ks) == 0) {
             ks_log = force_ks;
         } else { /* split K while the launch has under 4 blocks an SM and each warp keeps 4 steps or more */
@@ -1100,7 +1099,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     const int Ki = (int)K;
     cudaError_t e = cudaSuccess;
 #define ROWS_EPI(EPI, PRO)                                                                                          \
-    e = mma ? mma_launch<T, EPI, PRO>(&cfg, xt, set, Ki, tf, counter, ks_log, p_log)                                          \
+    e = mma ? mma_launch<T, EPI, PRO>(&cfg, xt, set, Ki, tf, counter, ks_log, p_log)                                \
             : rows_launch_epi<T, EPI, PRO>(vec, tpr, &cfg, sms, xt, set, Ki, tf, counter)
     if (unroll != ROWS_UNROLL && (epi || pk))
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gemv_rows: unroll %d with a tail or a prologue", unroll);
