@@ -20,7 +20,8 @@
 #   icache): Nsight Compute on the kernel lab (test_kernels ${LABNCU_ARGS:---epi}), the kernels LABNCU_KERNELS
 #   names (a regex on mangled names; LABNCU_SKIP, LABNCU_COUNT), with no E2B pipeline to wait for;
 #   also "ncu" (after profile): Nsight Compute's launch, warp-state and instruction sections for the
-#   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size;
+#   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size
+#   (NCU_EXTRA: more ncu arguments for both, e.g. "--metrics regex:..." for each stall reason's share);
 #   and "abpack": with AB_PACK=DIR (another prepare's .devcarry-all, moved aside and carried too), E2B
 #   decode and the kernel lab's fused-GEMV table (test_kernels --epi) of that build against this one,
 #   alternately (only runs within one call compare: machines differ by 10-20%).
@@ -119,7 +120,7 @@ if has labncu && [ "$(left)" -gt 60 ]; then
         timeout $(($(left) - 30)) "$NCU" --clock-control none --kernel-name-base mangled \
             --kernel-name "regex:$LABNCU_KERNELS" --launch-skip ${LABNCU_SKIP:-2} --launch-count ${LABNCU_COUNT:-6} \
             --section LaunchStats --section WarpStateStats --section SpeedOfLight --section Occupancy \
-            --section InstructionStats $TK ${LABNCU_ARGS:---epi} >"$OUT/labncu.log" 2>&1
+            --section InstructionStats ${NCU_EXTRA:-} $TK ${LABNCU_ARGS:---epi} >"$OUT/labncu.log" 2>&1
         echo "labncu rc=$?"
         cp "$OUT/labncu.log" "$RES/"
         grep -E "^  [a-z_]+.*\(|Duration|Stall|Executed Instructions|Registers Per|Grid Size|Block Size|Achieved Occupancy" \
@@ -208,7 +209,7 @@ if has ncu && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 90 ]; then
         env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib timeout $(($(left) - 60)) "$NCU" --clock-control none \
             --kernel-name-base mangled --kernel-name "regex:$NCU_KERNELS" --launch-skip ${NCU_SKIP:-137} \
             --launch-count ${NCU_COUNT:-10} --section LaunchStats --section WarpStateStats --section SpeedOfLight \
-            --section InstructionStats --section MemoryWorkloadAnalysis \
+            --section InstructionStats --section MemoryWorkloadAnalysis ${NCU_EXTRA:-} \
             .devcarry-rt/graft bench /tmp/e2b/export --device cuda --prompt-tokens 128 --new-tokens 8 --no-cuda-graph \
             >"$OUT/ncu.log" 2>&1
         echo "ncu rc=$?"

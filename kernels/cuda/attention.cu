@@ -55,9 +55,9 @@ struct attn_params {
 __device__ __forceinline__ void am_l2_prefetch(const attn_params &p)
 {
     if (!p.pf.n) return;
-    const unsigned nt = gridDim.x * gridDim.y * gridDim.z * blockDim.x;
+    const unsigned nb = gridDim.x * gridDim.y * gridDim.z;
     const unsigned blk = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    gc_l2_prefetch(p.pf, nt - 1 - (blk * blockDim.x + threadIdx.x), nt);
+    gc_l2_prefetch(p.pf, nb - 1 - blk, nb, p.pf.mode ? threadIdx.x : blockDim.x - 1 - threadIdx.x, blockDim.x);
 }
 
 template <typename T, int D, int GT> struct attn_layout {
@@ -874,6 +874,7 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     graft_status pst = gc_prefetch_check(&a->pf, "gcuda_attn_decode", err);
     if (pst) return pst;
     p->pf = a->pf; /* the tensor-core kernel's; the others ignore it */
+    p->pf.mode = gc_pf_mode();
     p->pf_late = a->pf_late;
     p->qg = p->kg = NULL;
     p->vnorm = 0;

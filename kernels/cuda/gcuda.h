@@ -121,6 +121,7 @@ typedef struct gcuda_prefetch_set {
     const void *ptr[GCUDA_PREFETCH_MAX];
     size_t bytes[GCUDA_PREFETCH_MAX];
     int n;
+    int mode; /* set by the launching wrapper from GRAFT_CUDA_PF_MODE (gc_pf_mode); callers leave it 0 */
 } gcuda_prefetch_set;
 /* The next gcuda_gemv_rows* call on this host thread (whichever variant)
  * asks L2 for ps's ranges, spread over all its blocks, at its start,

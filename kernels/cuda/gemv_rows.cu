@@ -528,7 +528,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
     const int groups = (set.rows + RPB - 1) / RPB, lane = (int)threadIdx.x % TPR;
     if (set.pf.n) /* later weights asked of L2 first, while few registers are live */
-        gc_l2_prefetch(set.pf, blockIdx.x * ROWS_THREADS + threadIdx.x, gridDim.x * ROWS_THREADS);
+        gc_l2_prefetch(set.pf, blockIdx.x, gridDim.x, threadIdx.x, ROWS_THREADS);
     const uint64_t pol = rows_policy();
     const bool ef = set.l2ef;
     float inv = 1.0f;
@@ -674,7 +674,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO != 0 ? 2 : 3)
     const int kw = warp & (ks - 1), S = (K >> (5 + p_log)) >> ks_log; /* the warp's share of K, in steps */
     const int rt = (int)blockIdx.x * rpb + RT * (warp >> ks_log); /* the tile's first row */
     const bool live = rt < set.rows; /* the whole warp's: rows are a multiple of RT */
-    if (set.pf.n) gc_l2_prefetch(set.pf, blockIdx.x * ROWS_THREADS + threadIdx.x, gridDim.x * ROWS_THREADS);
+    if (set.pf.n) gc_l2_prefetch(set.pf, blockIdx.x, gridDim.x, threadIdx.x, ROWS_THREADS);
     const void *wb;
     void *yt;
     int rb;
@@ -955,6 +955,7 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     rows_set set = {};
     set.n = n;
     set.pf = pf;
+    set.pf.mode = gc_pf_mode();
     static const int l2ef = gc_env_on("GRAFT_CUDA_L2EF"); /* the weights evict first from L2 (=0: loads as they default) */
     /* GRAFT_CUDA_ROWS_V8: unset 1, 0 the general row, 2 rows_norm_compact where it fits */
     static const int v8 = gc_env_is("GRAFT_CUDA_ROWS_V8", "0") ? 0 : gc_env_is("GRAFT_CUDA_ROWS_V8", "2") ? 2 : 1;
