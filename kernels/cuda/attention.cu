@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
 /* The same split and workspace contract as attn_split_kernel, with the
  * products on tensor cores (mma.sync m16n8k16, fp32 accumulation): the G
  * query heads of the kv head, padded to 16, are the M dimension. Per tile of
- * TK keys (64, or 32 when D = 512), double-buffered through cp.async (16
+ * TK keys (32; 64 at D <= 256 under GRAFT_CUDA_ATTN_TK=64), double-buffered through cp.async (16
  * bytes a thread; rows past the chunk and columns past head_dim zero-filled):
  * warp w scores keys [w TK/4, (w+1) TK/4) over all of D (Q from shared
  * memory by ldmatrix, K by ldmatrix), the scaled, capped, masked scores go
@@ -284,8 +284,8 @@ __device__ __forceinline__ void am_ldsm_x4_t(unsigned *r, const void *p)
                  : "r"(gc_smem_addr(p)));
 }
 
-template <typename T, int D> struct am_layout {
-    static constexpr int TK = D >= 512 ? 32 : 64; /* keys per tile */
+template <typename T, int D, bool TK32 = false> struct am_layout {
+    static constexpr int TK = D >= 512 || TK32 ? 32 : 64; /* keys per tile (TK32: am_tk32) */
     static constexpr int ST = D + 8;              /* row stride of Q, K, V in elements (16-byte pad) */
     static constexpr int SST = TK + 4, PST = TK + 8;
     static constexpr size_t q_off = 0;
@@ -392,12 +392,13 @@ __device__ __forceinline__ void am_prep_rope(T *x, const uint4 (&cw)[MC], const 
     }
 }
 
-template <typename T, int D> __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
+template <typename T, int D, bool TK32 = false>
+__global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 {
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
     gc_pdl_trigger();
     if (!p.pf_late) am_l2_prefetch(p);
-    typedef am_layout<T, D> LY;
+    typedef am_layout<T, D, TK32> LY;
     constexpr int TK = LY::TK, ST = LY::ST, SST = LY::SST, PST = LY::PST;
     constexpr int CPR = D / 8;                   /* 16-byte words per row */
     constexpr int LOADS = TK * CPR / AM_THREADS; /* per thread per tile, K and V each */
@@ -748,6 +749,15 @@ static graft_status attn_combine_go(int dtype, const attn_params *p, gcuda_strea
     return GRAFT_OK;
 }
 
+/* The tensor-core kernel's tiles: 32 keys at every head_dim, so that a short context spreads over more
+ * blocks with keys (160 keys: 5 at head_dim 256, not 3; E2B decode 435.6 against 429.2 tok/s, H200, session
+ * 29); GRAFT_CUDA_ATTN_TK=64: 64 keys at head_dim <= 256, as before */
+static int am_tk32(void)
+{
+    static const int on = !gc_env_is("GRAFT_CUDA_ATTN_TK", "64");
+    return on;
+}
+
 /* plan: sets *occ (blocks per SM) only; run: launches the split kernel. */
 template <typename T, int D, int GT>
 static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stream s, graft_error *err)
@@ -755,8 +765,13 @@ static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stre
     size_t smem;
     void (*kern)(attn_params);
     if constexpr (GT == 0) { /* tensor cores */
-        smem = am_layout<T, D>::bytes;
-        kern = attn_mma_kernel<T, D>;
+        if (D < 512 && am_tk32()) {
+            smem = am_layout<T, D, true>::bytes;
+            kern = attn_mma_kernel<T, D, true>;
+        } else {
+            smem = am_layout<T, D>::bytes;
+            kern = attn_mma_kernel<T, D>;
+        }
     } else {
         smem = attn_layout<T, D, GT>::bytes;
         kern = attn_split_kernel<T, D, GT>;
@@ -912,9 +927,9 @@ extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_
         if (occ < 1) occ = 1;
         int64_t units = a->batch * a->kv_heads, want = ((int64_t)sms * occ + units - 1) / units;
         /* SIMT kernel: at least two 32-key tiles per split at full length
-         * (fewer partials to merge); tensor cores: at least one tile of
-         * 64 keys (32 when head_dim > 256) */
-        int64_t tile = gt ? 2 * AT_TK : dt > 256 ? 32 : 64;
+         * (fewer partials to merge); tensor cores: at least one tile
+         * (am_tk32) */
+        int64_t tile = gt ? 2 * AT_TK : dt > 256 || am_tk32() ? 32 : 64;
         int64_t cap = (a->max_seq + tile - 1) / tile;
         if (want > cap) want = cap;
         if (want > AT_MAX_SPLITS) want = AT_MAX_SPLITS;
