@@ -18,7 +18,8 @@
 #   it) under each of ATTN_SWITCHES; also "icache" (after attn):
 #   test_kernels --icache, what a launch pays for code the SM has not run lately; also "labncu" (after
 #   icache): Nsight Compute on the kernel lab (test_kernels ${LABNCU_ARGS:---epi}), the kernels LABNCU_KERNELS
-#   names (a regex on mangled names; LABNCU_SKIP, LABNCU_COUNT), with no E2B pipeline to wait for;
+#   names (a regex on mangled names; LABNCU_SKIP, LABNCU_COUNT; LABNCU_ENV, default GRAFT_CUDA_ROWS_V8=2: the
+#   lab's settings), with no E2B pipeline to wait for;
 #   also "ncu" (after profile): Nsight Compute's launch, warp-state and instruction sections for the
 #   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size
 #   (NCU_EXTRA: more ncu arguments for both, e.g. "--metrics regex:..." for each stall reason's share);
@@ -113,13 +114,15 @@ if has icache; then
 fi
 if has labncu && [ "$(left)" -gt 60 ]; then
     # a lab kernel's stalls without the E2B pipeline. The default: the compact chain prologue's plain GEMV
-    # (PRO 4, EPI 0), which only the --epi pair "plain, then the chain prologue" runs (q/k/v's shape)
+    # (PRO 4, EPI 0: E2B's q/k/v), which the --epi rows "+ the chain before the norm" and "plain, then the chain
+    # prologue" run in that form only under GRAFT_CUDA_ROWS_V8=2 (gcuda_gemv_rows_chain_pro; else the general
+    # chain, PRO 3: session 29's first labncu matched no kernel)
     step "ncu on test_kernels ${LABNCU_ARGS:---epi}: ${LABNCU_KERNELS:=gemv_rows_kernelI6__halfLi[0-9]+ELi4ELb1ELi0ELi4ELb0E}"
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
     if [ -n "$NCU" ]; then
-        timeout $(($(left) - 30)) "$NCU" --clock-control none --kernel-name-base mangled \
-            --kernel-name "regex:$LABNCU_KERNELS" --launch-skip ${LABNCU_SKIP:-2} --launch-count ${LABNCU_COUNT:-6} \
-            --section LaunchStats --section WarpStateStats --section SpeedOfLight --section Occupancy \
+        env ${LABNCU_ENV-GRAFT_CUDA_ROWS_V8=2} timeout $(($(left) - 30)) "$NCU" --clock-control none \
+            --kernel-name-base mangled --kernel-name "regex:$LABNCU_KERNELS" --launch-skip ${LABNCU_SKIP:-2} \
+            --launch-count ${LABNCU_COUNT:-6} --section LaunchStats --section WarpStateStats --section SpeedOfLight --section Occupancy \
             --section InstructionStats ${NCU_EXTRA:-} $TK ${LABNCU_ARGS:---epi} >"$OUT/labncu.log" 2>&1
         echo "labncu rc=$?"
         cp "$OUT/labncu.log" "$RES/"
