@@ -10,8 +10,9 @@
  * shuffles) and leaves the probabilities and rescale factors in shared
  * memory; then each thread accumulates D / 128 output columns for every
  * head of the group. Each split writes its unnormalised output, max and
- * sum (fp32) to the workspace; a second kernel merges the splits, its
- * blocks spread over (query head, batch, 64-column slice).
+ * sum (fp32) to the workspace; a second kernel merges the splits that
+ * hold keys, its blocks spread over (query head, batch, 64-column slice),
+ * a warp over the splits for 8 columns.
  *
  * Templates: D (64, 128, 256, 512: the smallest >= head_dim, chosen at run
  * time) and GT (query heads per warp: 1, 2, 4, so up to 16 per kv head). */
@@ -46,6 +47,9 @@ struct attn_params {
     long long rmax;
     gcuda_prefetch_set pf; /* tensor-core kernel only: asked of L2 after the wait (gcuda_attn_decode_args.pf) */
     int pf_late;           /* ... by the blocks with keys after their partials (gcuda_attn_decode_args.pf_late) */
+    int tile;              /* the split kernel's keys a tile: attn_range's unit, for the merge */
+    int early;             /* tensor-core kernel: the first tile's cache rows asked for before the wait
+                            * (gcuda_attn_decode_args.cache_ready) */
 };
 
 /* The tensor-core kernel's L2 prefetch (p.pf), called by every thread once
@@ -70,16 +74,27 @@ template <typename T, int D, int GT> struct attn_layout {
     static constexpr size_t bytes = a_off + (size_t)GM * sizeof(float);
 };
 
-/* Key range [j0, j1) of split `split` for a sequence of `len` keys. */
-__device__ __forceinline__ void attn_range(const attn_params &p, int len, int split, int *j0, int *j1, int tile = AT_TK)
+/* The keys a query sees for a sequence of `len` keys: [*lo, *lo + n), n returned. */
+__device__ __forceinline__ int attn_keys(const attn_params &p, int &len, long long *lo)
 {
     if (len > p.max_seq) len = p.max_seq;
     if (len < 0) len = 0;
-    long long lo = p.window_left >= 0 ? (long long)len - 1 - p.window_left : 0;
-    if (lo < 0) lo = 0;
-    int n = len - (int)lo;
+    *lo = p.window_left >= 0 ? (long long)len - 1 - p.window_left : 0;
+    if (*lo < 0) *lo = 0;
+    return len - (int)*lo;
+}
+/* Keys a split: n keys over p.nsplit splits in whole tiles (the splits past ceil(n / chunk) hold none). */
+__device__ __forceinline__ int attn_chunk(const attn_params &p, int n, int tile)
+{
     int chunk = (n + p.nsplit - 1) / p.nsplit;
-    chunk = (chunk + tile - 1) / tile * tile;
+    return (chunk + tile - 1) / tile * tile;
+}
+
+/* Key range [j0, j1) of split `split` for a sequence of `len` keys. */
+__device__ __forceinline__ void attn_range(const attn_params &p, int len, int split, int *j0, int *j1, int tile = AT_TK)
+{
+    long long lo;
+    const int n = attn_keys(p, len, &lo), chunk = attn_chunk(p, n, tile);
     long long a = lo + (long long)split * chunk, b = a + chunk;
     if (b > len) b = len;
     *j0 = (int)(a < len ? a : len);
@@ -395,9 +410,6 @@ __device__ __forceinline__ void am_prep_rope(T *x, const uint4 (&cw)[MC], const 
 template <typename T, int D, bool TK32 = false>
 __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 {
-    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
-    gc_pdl_trigger();
-    if (!p.pf_late) am_l2_prefetch(p);
     typedef am_layout<T, D, TK32> LY;
     constexpr int TK = LY::TK, ST = LY::ST, SST = LY::SST, PST = LY::PST;
     constexpr int CPR = D / 8;                   /* 16-byte words per row */
@@ -417,17 +429,11 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
     const int split = blockIdx.x, kh = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     const int hd = p.hd, G = p.G, nsplit = p.nsplit, cpr = hd / 8;
+    /* before the wait: the lengths (uploaded before the step's first attention) and, with p.early, the
+     * first tile's cache rows (written two or more launches before) */
     int j0, j1;
     attn_range(p, p.lens[b], split, &j0, &j1, TK);
     const size_t row0 = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit + split;
-    if (j0 >= j1) {
-        if (p.pf_late) am_l2_prefetch(p); /* a block without keys: at once */
-        if (tid < G) {
-            p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
-            p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
-        }
-        return;
-    }
     const size_t cache_off = ((size_t)b * p.Hkv + kh) * (size_t)p.max_seq * hd;
     const T *kb = (const T *)p.k + cache_off, *vb = (const T *)p.v + cache_off;
     /* the newest key (knew): read from its rows, and copied into the caches by this block, the only one
@@ -450,20 +456,24 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
     };
     /* the cache's rows but the newest key's, then the newest key's (from knew or nrow); staged: the rows
      * nrow holds may be copied (false in the prologue, before they are made) */
-    auto load_tile = [&](int jt, int buf, bool staged) {
+    auto load_cache = [&](int jt, int buf) {
         const int nk = min(TK, j1 - jt);
         T *kd = ks + (size_t)buf * TK * ST, *vd = vs + (size_t)buf * TK * ST;
-        /* not unrolled: load_tile is inlined three times, and a launch fetches its code cold (session 29:
+        /* not unrolled: load_cache is inlined three times, and a launch fetches its code cold (session 29:
          * 800 of head_dim 256's 4,880 instructions fewer; E2B 390.8 -> 393.6 tok/s, H100) */
 #pragma unroll 1
         for (int it = 0; it < LOADS; it++) {
             int i = it * AM_THREADS + tid, r = i / CPR, c = i % CPR;
             bool ok = r < nk && c < cpr;
             size_t off = ok ? (size_t)(jt + r) * hd + (size_t)c * 8 : 0;
-            if (jt + r == jnew) continue; /* the newest key: below */
+            if (jt + r == jnew) continue; /* the newest key: load_new */
             gc_cp16(kd + r * ST + c * 8, kb + off, ok);
             gc_cp16(vd + r * ST + c * 8, vb + off, ok);
         }
+    };
+    auto load_new = [&](int jt, int buf, bool staged) {
+        const int nk = min(TK, j1 - jt);
+        T *kd = ks + (size_t)buf * TK * ST, *vd = vs + (size_t)buf * TK * ST;
         if (jnew >= jt && jnew < jt + nk) {
             T *kr = kd + (jnew - jt) * ST, *vr = vd + (jnew - jt) * ST;
             for (int c = tid; c < CPR; c += AM_THREADS) {
@@ -473,6 +483,22 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             if (staged && (pk || pv)) stage_new(kd, vd, jt);
         }
     };
+    const bool early = p.early && j0 < j1;
+    if (early) {
+        load_cache(j0, 0);
+        gc_cp_commit();
+    }
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
+    if (!p.pf_late) am_l2_prefetch(p);
+    if (j0 >= j1) {
+        if (p.pf_late) am_l2_prefetch(p); /* a block without keys: at once */
+        if (tid < G) {
+            p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
+            p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
+        }
+        return;
+    }
     /* the new rows into the caches (from nrow where the prologue made them) */
     auto store_new = [&]() {
         for (int c = tid; c < cpr; c += AM_THREADS) {
@@ -482,7 +508,7 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             *reinterpret_cast<uint4 *>(const_cast<T *>(vb) + off) = *reinterpret_cast<const uint4 *>(vsrc);
         }
     };
-    const bool prep = p.qg || p.kg || p.vnorm;
+    const bool prep = p.qg || p.kg || p.vnorm, rope = p.qg || pk;
     if (own && !prep) store_new();
     /* the group's queries (storage type; rows past G and columns past hd zero): 16 bytes a copy, in
      * the first tile's group (one memory round trip for both), or element by element when q is not
@@ -506,7 +532,6 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
         /* a first group of copies: the raw new rows (zero past hd), the gammas (and the queries above); a
          * second: the first tile. The cos/sin of the token's position go to registers meanwhile. Then the
          * norms, the rotaries, the new rows out, while the tile lands. */
-        const bool rope = p.qg || pk;
         for (int c = tid; c < CPR; c += AM_THREADS) {
             const size_t o = c < cpr ? (size_t)c * 8 : 0;
             if (pk) gc_cp16(nrow + c * 8, kn + o, c < cpr);
@@ -515,8 +540,13 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             if (pk && c < cpr) gc_cp16(nrow + 3 * ST + c * 8, (const T *)p.kg + o, true);
         }
         gc_cp_commit();
-        load_tile(j0, 0, false);
-        gc_cp_commit();
+    }
+    /* the first tile (its cache rows already asked for when early), in a group of its own after the
+     * prologue's copies, or with the queries */
+    if (!early) load_cache(j0, 0);
+    load_new(j0, 0, false);
+    gc_cp_commit();
+    if (prep) {
         /* the cos/sin of the token's position (halves: the words this thread rotates, into registers
          * while the copies land) */
         constexpr int MC = D >= 256 ? D / 128 : 1;
@@ -557,9 +587,6 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             store_new();
             if (jnew < j0 + TK) stage_new(ks, vs, j0);
         }
-    } else {
-        load_tile(j0, 0, false);
-        gc_cp_commit();
     }
     /* row stats */
     if (tid < 16) {
@@ -573,7 +600,10 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 
     int buf = 0;
     for (int jt = j0; jt < j1; jt += TK, buf ^= 1) {
-        if (jt + TK < j1) load_tile(jt + TK, buf ^ 1, true);
+        if (jt + TK < j1) {
+            load_cache(jt + TK, buf ^ 1);
+            load_new(jt + TK, buf ^ 1, true);
+        }
         gc_cp_commit();
         gc_cp_wait<1>();
         __syncthreads(); /* tile jt in shared memory (and, the first time, qs and the stats) */
@@ -683,69 +713,66 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 }
 
 /* Merges the splits of one (query head, batch) for 64 output columns
- * (grid.z): out = sum_s w_s o_s / sum_s w_s l_s, w_s = exp(m_s - max m);
- * splits that saw no key have l_s = 0, w_s = 0 and unwritten partials (skipped). Thread
- * (c, grp) adds four columns c*4.. over the splits grp, grp + 16, ...; the
- * 16 groups are then added in shared memory (a fixed order). */
+ * (grid.z): out = sum_s w_s o_s / sum_s w_s l_s, w_s = exp(m_s - max m).
+ * Only the splits that hold keys are read: the first S of them, S from the
+ * sequence's length as attn_range cuts it (p.tile: the split kernel's
+ * tile), counted before the wait (the lengths are written before the
+ * step's first attention); the others saw no key and wrote no partials.
+ * Warp w takes 8 columns, lane j the splits j, j + 32, ...: each lane's
+ * loads (stats and 8 partial columns) are issued at once after the wait,
+ * merged online in the lane, then across the warp by shuffles (no block
+ * barrier, one memory latency). */
 #define AT_CB_THREADS 256
 #define AT_CB_COLS 64
 template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_combine_kernel(attn_params p)
 {
+    const int qh = blockIdx.x, b = blockIdx.y, hd = p.hd, lane = threadIdx.x & 31;
+    const int col = blockIdx.z * AT_CB_COLS + 8 * (int)(threadIdx.x >> 5);
+    int len = p.lens[b];
+    long long lo;
+    const int n = attn_keys(p, len, &lo), chunk = attn_chunk(p, n, p.tile);
+    const int S = n > 0 ? min((n + chunk - 1) / chunk, p.nsplit) : 0; /* the splits with keys */
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
     gc_pdl_trigger();
-    constexpr int C = AT_CB_COLS / 4, GROUPS = AT_CB_THREADS / C;
-    extern __shared__ float w[]; /* [nsplit] (allocation padded) */
-    __shared__ float scratch[32];
-    __shared__ float4 red[GROUPS][C];
-    const int qh = blockIdx.x, b = blockIdx.y, ns = p.nsplit, hd = p.hd, tid = threadIdx.x;
-    const int c0 = blockIdx.z * AT_CB_COLS;
-    const size_t row0 = ((size_t)b * p.Hq + qh) * ns;
-    float M = -INFINITY, m0 = 0.0f, l0 = 0.0f; /* m0, l0: split tid's, kept for the second pass */
-    for (int s = tid; s < ns; s += AT_CB_THREADS) {
-        float m = p.ml[(row0 + s) * 2], l = p.ml[(row0 + s) * 2 + 1];
-        if (s == tid) m0 = m, l0 = l;
-        if (l > 0.0f) M = fmaxf(M, m);
+    if (col >= hd) return;
+    const size_t row0 = ((size_t)b * p.Hq + qh) * p.nsplit;
+    float M = -INFINITY, den = 0.0f, o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 2
+    for (int s = lane; s < S; s += 32) {
+        const float2 ml = *reinterpret_cast<const float2 *>(p.ml + (row0 + s) * 2);
+        const float4 *src = reinterpret_cast<const float4 *>(p.opart + (row0 + s) * hd + col);
+        const float4 v0 = src[0], v1 = src[1];
+        if (!(ml.y > 0.0f)) continue;
+        const float Mn = fmaxf(M, ml.x), a = M == -INFINITY ? 0.0f : gc_exp<T>(M - Mn), w = gc_exp<T>(ml.x - Mn);
+        const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+        den = den * a + ml.y * w;
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[e] = o[e] * a + v[e] * w;
+        M = Mn;
     }
-    M = gc_block_max(M, scratch);
-    float den = 0.0f;
-    for (int s = tid; s < ns; s += AT_CB_THREADS) {
-        float m = s == tid ? m0 : p.ml[(row0 + s) * 2], l = s == tid ? l0 : p.ml[(row0 + s) * 2 + 1];
-        float ws = l > 0.0f ? gc_exp<T>(m - M) : 0.0f;
-        w[s] = ws;
-        den += ws * l;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const float M2 = __shfl_xor_sync(0xffffffffu, M, off), d2 = __shfl_xor_sync(0xffffffffu, den, off);
+        const float Mn = fmaxf(M, M2);
+        const float a = M == -INFINITY ? 0.0f : gc_exp<T>(M - Mn), c = M2 == -INFINITY ? 0.0f : gc_exp<T>(M2 - Mn);
+        den = den * a + d2 * c;
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[e] = o[e] * a + __shfl_xor_sync(0xffffffffu, o[e], off) * c;
+        M = Mn;
     }
-    den = gc_block_sum(den, scratch); /* ends with a barrier: w[] is complete */
-    const int c = tid % C, grp = tid / C, col = c0 + 4 * c;
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (col < hd) {
-        const float *base = p.opart + row0 * hd + col;
-#pragma unroll 4
-        for (int s = grp; s < ns; s += GROUPS) {
-            float ws = w[s];
-            if (ws == 0.0f) continue; /* a split that saw no key: its partials are not written */
-            float4 v = *reinterpret_cast<const float4 *>(base + (size_t)s * hd);
-            o.x = fmaf(ws, v.x, o.x);
-            o.y = fmaf(ws, v.y, o.y);
-            o.z = fmaf(ws, v.z, o.z);
-            o.w = fmaf(ws, v.w, o.w);
-        }
-    }
-    red[grp][c] = o;
-    __syncthreads();
-    if (tid < AT_CB_COLS && c0 + tid < hd) {
-        float inv = den > 0.0f ? 1.0f / den : 0.0f, sum = 0.0f;
-        const float *r = reinterpret_cast<const float *>(&red[0][0]);
-        for (int g = 0; g < GROUPS; g++) sum += r[g * AT_CB_COLS + tid];
-        ((T *)p.out)[((size_t)b * p.Hq + qh) * hd + c0 + tid] = gc_to<T>(sum * inv);
+    if (lane < 8) {
+        float r = o[0];
+#pragma unroll
+        for (int e = 1; e < 8; e++) r = lane == e ? o[e] : r;
+        ((T *)p.out)[((size_t)b * p.Hq + qh) * hd + col + lane] = gc_to<T>(den > 0.0f ? r * (1.0f / den) : 0.0f);
     }
 }
 
 static graft_status attn_combine_go(int dtype, const attn_params *p, gcuda_stream s, graft_error *err)
 {
     dim3 cgrid((unsigned)p->Hq, (unsigned)p->B, (unsigned)((p->hd + AT_CB_COLS - 1) / AT_CB_COLS));
-    size_t smem = ((size_t)p->nsplit + 4) * sizeof(float);
     GCUDA_DISPATCH(dtype, "gcuda_attn_decode", {
-        gc_launch(gcuda_pdl_all(), (attn_combine_kernel<T>), cgrid, AT_CB_THREADS, smem, s, *p);
+        gc_launch(gcuda_pdl_all(), (attn_combine_kernel<T>), cgrid, AT_CB_THREADS, 0, s, *p);
         GCUDA_CHECK_LAUNCH("attn_combine_kernel");
     });
     return GRAFT_OK;
@@ -872,6 +899,7 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->hd = (int)a->head_dim;
     p->max_seq = (int)a->max_seq;
     p->nsplit = a->num_splits;
+    p->tile = *gt ? AT_TK : *dt >= 512 || am_tk32() ? 32 : 64; /* as attn_go's kernel and am_layout::TK */
     p->scale = a->scale;
     p->softcap = a->softcap;
     p->window_left = a->window_left;
@@ -893,6 +921,7 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->pf = a->pf; /* the tensor-core kernel's; the others ignore it */
     p->pf.mode = gc_pf_mode();
     p->pf_late = a->pf_late;
+    p->early = a->cache_ready && *gt == 0;
     p->qg = p->kg = NULL;
     p->vnorm = 0;
     if (a->q_gamma || a->k_gamma || a->v_norm) {

@@ -220,6 +220,11 @@ typedef struct gcuda_attn_decode_args {
      * prefetch's DRAM traffic cannot delay their cache tiles. */
     gcuda_prefetch_set pf;
     int pf_late;
+    /* 1: every cache row the query sees but the new rows (k_new/v_new) was written two or more launches
+     * before this one, not by the kernel just before it (a GRAFT_CUDA_PDL=all launch waits for that one
+     * only): the tensor-core kernel asks for its first tile before it waits. 0 where the launch just
+     * before appends to the caches (gcuda_kv_append). */
+    int cache_ready;
 } gcuda_attn_decode_args;
 
 /* 1 when gcuda_attn_decode takes a's k_new and v_new; else the caller

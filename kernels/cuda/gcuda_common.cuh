@@ -95,9 +95,11 @@ __device__ __forceinline__ void gc_pdl_wait()
 
 /* Every decode kernel calls gc_pdl_wait before gc_pdl_trigger, so when a
  * kernel starts, the kernels two or more launches before it have ended:
- * what only they wrote may be read before the wait (the weights). Data
- * read after the wait is safe (a wait is for the kernel before, which
- * waited in turn). */
+ * what only they wrote may be read before the wait (the weights; the
+ * sequence lengths, uploaded before the step's first attention; the KV
+ * caches where gcuda_attn_decode_args.cache_ready says so). Data read
+ * after the wait is safe (a wait is for the kernel before, which waited
+ * in turn). */
 
 /* GRAFT_CUDA_PDL (read once, gcuda_core.cu): 0 plain launches; "gemv"
  * the decode GEMVs as programmatic dependents; "all" (the default) the

@@ -1198,6 +1198,10 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
                 TRY(cx_attn_flush(x, cn, err));
                 if (c->k) TRY(gcuda_kv_append(&ka, STRM(x), err));
             }
+            /* the caches' rows but the new one's were written two or more launches before: by this
+             * kernel in earlier steps, or by the layer that owns the cache, not by an append just before */
+            const char *ea = getenv("GRAFT_CUDA_ATTN_EARLY"); /* =0: not (an A/B switch) */
+            d.cache_ready = (d.k_new != NULL || !c->k) && !(ea && !strcmp(ea, "0"));
             return gcuda_attn_decode(&d, STRM(x), err);
         }
     }

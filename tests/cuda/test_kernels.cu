@@ -667,6 +667,7 @@ static void test_attn(int dt, const attn_case &c)
         t.pf.ptr[2] = dv, t.pf.bytes[2] = nc * es / 16 * 16;
         for (int late = 0; late < 2; late++) { /* at once, and by the blocks with keys after their partials */
             t.pf_late = late;
+            t.cache_ready = late; /* and the first tile asked for before the wait (as without the prefetch) */
             t.out = dpoisoned(dt, nq);
             CK(gcuda_attn_decode(&t, NULL, &E));
             check(late ? "attn_decode mma, L2 prefetch late" : "attn_decode mma, L2 prefetch", sh, dt,
@@ -694,6 +695,7 @@ static void test_attn(int dt, const attn_case &c)
                 }
         void *dk3 = dupload(dt, K3), *dv3 = dupload(dt, V3);
         a.k_cache = dk3, a.v_cache = dv3, a.out = dpoisoned(dt, nq);
+        a.cache_ready = 1; /* as the executor sets it with new rows: the first tile asked for before the wait */
         a.k_new = dupload(dt, nk), a.v_new = dupload(dt, nv), a.new_stride_b = (int64_t)c.Hkv * c.hd,
         a.new_stride_h = c.hd;
         CK(gcuda_attn_decode(&a, NULL, &E));
@@ -757,6 +759,7 @@ static void test_attn(int dt, const attn_case &c)
         CK(gcuda_upload(dpos, pos.data(), pos.size() * sizeof(int64_t), NULL, &E));
         for (int with_new = 1; with_new >= 0; with_new--) {
             gcuda_attn_decode_args t = a;
+            t.cache_ready = with_new; /* q alone: the first tile asked for after the wait */
             t.q = dupload(dt, qraw), t.out = dpoisoned(dt, nq);
             t.q_gamma = dupload(dt, gq), t.q_eps = 1e-6f;
             t.rope_cos = dupload(dt, cs), t.rope_sin = dupload(dt, sn), t.rope_pos = dpos;
@@ -2279,8 +2282,8 @@ static void lab_gelu_mul(gops_fuse &f, int dt, int N, void *y, void *a, void *b)
 }
 
 /* test_kernels --attn: a layer's attention at E2B's short context (160
- * keys, caches of 4096), after the q/k/v GEMV that makes its rows (20 in a
- * graph): the q/k norm + rotary launch and the v norm launch before the
+ * keys, caches of 4096; head_dim 256 with E2B's sliding window of 512 keys,
+ * 512 without), after the q/k/v GEMV that makes its rows (20 in a graph): the q/k norm + rotary launch and the v norm launch before the
  * kernel, against the kernel making those rows itself (q_gamma, k_gamma,
  * v_norm), the same asking L2 for 32 MB of other weights after its wait
  * (gcuda_attn_decode_args.pf, GRAFT_CUDA_ATTN_PF: each launch of the graph
@@ -2299,6 +2302,7 @@ static void attn_lab()
     for (int hd : {256, 512})
         for (int kv = 1; kv >= 0; kv--) {
             const int rd = hd >= 512 ? hd / 4 : hd, half = rd / 2, N = (Hq + 2) * hd;
+            const long long win = hd == 256 ? 511 : -1; /* E2B: the sliding layers, the full ones */
             void *w = dalloc((size_t)K * N * es), *x = dalloc(K * es), *raw = dalloc(N * es);
             dinit(dt, w, (size_t)K * N, 31u), dinit(dt, x, K, 32u);
             void *qr = dalloc((size_t)Hq * hd * es), *kr = dalloc(hd * es), *vn = dalloc(hd * es);
@@ -2328,8 +2332,10 @@ static void attn_lab()
             gcuda_attn_decode_args a;
             memset(&a, 0, sizeof a);
             a.dtype = dt, a.batch = 1, a.q_heads = Hq, a.kv_heads = 1, a.head_dim = hd, a.max_seq = MS;
-            a.k_cache = kc, a.v_cache = vc, a.seq_lens = dl, a.out = out, a.scale = 1.0f, a.window_left = -1;
+            a.k_cache = kc, a.v_cache = vc, a.seq_lens = dl, a.out = out, a.scale = 1.0f, a.window_left = win;
             a.impl = 2, a.new_stride_b = a.new_stride_h = hd;
+            const char *ea = getenv("GRAFT_CUDA_ATTN_EARLY");
+            a.cache_ready = !(ea && !strcmp(ea, "0")); /* as the executor sets it (E2B's layers) */
             CK(gcuda_attn_decode_plan(&a, &E));
             a.ws = dalloc(a.ws_bytes);
             double us[5];
@@ -2355,8 +2361,8 @@ static void attn_lab()
                     }
                     CK(gcuda_attn_decode(&t, st, &E));
                 }, 20, 7);
-            printf("| %d | %d | %s | %d | %.2f (%d) | %.2f (3) | %.2f (3) | %.2f (3) | %.2f (3) |\n", hd, rd,
-                   kv ? "yes" : "no", a.num_splits, us[0], kv ? 5 : 4, us[1], us[3], us[4], us[2]);
+            printf("| %d%s | %d | %s | %d | %.2f (%d) | %.2f (3) | %.2f (3) | %.2f (3) | %.2f (3) |\n", hd,
+                   win >= 0 ? fmt(", window %lld", win).c_str() : "", rd, kv ? "yes" : "no", a.num_splits, us[0], kv ? 5 : 4, us[1], us[3], us[4], us[2]);
         }
     release_all();
 }
