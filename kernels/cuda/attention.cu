@@ -344,7 +344,7 @@ __device__ __forceinline__ void am_prep_norm(T *x, const T *g, float eps, int hd
     ss += __shfl_xor_sync(0xffffffffu, ss, 1);
     ss += __shfl_xor_sync(0xffffffffu, ss, 2);
     ss += __shfl_xor_sync(0xffffffffu, ss, 4);
-    const float q = ss / (float)hd + eps, inv = gc_rsqrt<T>(q), sq = sqrtf(q);
+    const float q = ss / (float)hd + eps, inv = gc_rsqrt<T>(q), sq = sqrtf(q), rs = 1.0f / sq;
 #pragma unroll
     for (int i = 0; i < MW; i++) {
         const int w = sub + 8 * i;
@@ -357,7 +357,8 @@ __device__ __forceinline__ void am_prep_norm(T *x, const T *g, float eps, int hd
             for (int k = 0; k < 8; k++) e[k] = gc_to<T>(gc_f(e[k]) * inv * gc_f(ge[k]));
         } else {
 #pragma unroll
-            for (int k = 0; k < 8; k++) e[k] = gc_to<T>(gc_f(e[k]) / sq);
+            for (int k = 0; k < 8; k++) /* e / sq without a division (session 30: E2B +1.4%, H100) */
+                e[k] = gc_to<T>(gc_div_r(gc_f(e[k]), sq, rs));
         }
         *reinterpret_cast<uint4 *>(x + w * 8) = v[i];
     }
@@ -501,6 +502,7 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
     }
     /* the new rows into the caches (from nrow where the prologue made them) */
     auto store_new = [&]() {
+#pragma unroll 1
         for (int c = tid; c < cpr; c += AM_THREADS) {
             const size_t off = (size_t)jnew * hd + (size_t)c * 8;
             const T *ksrc = pk ? nrow + c * 8 : kn + (size_t)c * 8, *vsrc = pv ? nrow + ST + c * 8 : vn + (size_t)c * 8;
@@ -522,7 +524,8 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             bool ok = r < G && c < cpr;
             if (r < 16) gc_cp16(qs + r * ST + c * 8, qg + (ok ? (size_t)r * hd + (size_t)c * 8 : 0), ok);
         }
-    } else {
+    } else { /* cold: never with the prologue */
+#pragma unroll 1
         for (int i = tid; i < 16 * D; i += AM_THREADS) {
             int r = i / D, d = i % D;
             qs[r * ST + d] = r < G && d < hd ? qg[(size_t)r * hd + d] : gc_to<T>(0.0f);
@@ -702,12 +705,15 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
         p.ml[(row0 + (size_t)tid * nsplit) * 2] = m_s[tid];
         p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = l_s[tid];
     }
+    /* two adjacent columns a store (col even, hd a multiple of 8: 8-byte aligned) */
 #pragma unroll
     for (int n = 0; n < NTO; n++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int row = g + 8 * (e >> 1), col = warp * DW + n * 8 + tig * 2 + (e & 1);
-            if (row < G && col < hd) p.opart[(row0 + (size_t)row * nsplit) * hd + col] = o[n][e];
+        for (int h = 0; h < 2; h++) {
+            const int row = g + 8 * h, col = warp * DW + n * 8 + tig * 2;
+            if (row < G && col < hd)
+                *reinterpret_cast<float2 *>(p.opart + (row0 + (size_t)row * nsplit) * hd + col) =
+                    make_float2(o[n][2 * h], o[n][2 * h + 1]);
         }
     if (p.pf_late) am_l2_prefetch(p); /* after the partials: the prefetch's DRAM traffic cannot delay the tiles */
 }

@@ -68,6 +68,14 @@ template <typename T> __device__ __forceinline__ float gc_exp(float x)
     if constexpr (sizeof(T) == 4) return expf(x);
     else return __expf(x);
 }
+/* a / b rounded as a / b is, from r = 1 / b (the caller's, once for many a) and one residual step
+ * (Markstein's theorem): a few instructions where each division inlines a dozen and a slow path. Equal to
+ * a / b but where the quotient or the residual falls in fp32's subnormal range; b = inf: a * 0, as a / inf. */
+__device__ __forceinline__ float gc_div_r(float a, float b, float r)
+{
+    const float q = a * r;
+    return b == INFINITY ? q : fmaf(fmaf(-q, b, a), r, q);
+}
 template <typename T> __device__ __forceinline__ float gc_rsqrt(float x)
 {
     if constexpr (sizeof(T) == 4) return 1.0f / sqrtf(x);
