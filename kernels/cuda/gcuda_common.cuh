@@ -69,8 +69,10 @@ template <typename T> __device__ __forceinline__ float gc_exp(float x)
     else return __expf(x);
 }
 /* a / b rounded as a / b is, from r = 1 / b (the caller's, once for many a) and one residual step
- * (Markstein's theorem): a few instructions where each division inlines a dozen and a slow path. Equal to
- * a / b but where the quotient or the residual falls in fp32's subnormal range; b = inf: a * 0, as a / inf. */
+ * (Markstein's theorem): three instructions where each division inlines a dozen and a slow path. Equal to
+ * a / b bit for bit wherever |a| and |a / b| are at least 2^-100 and a / b is finite (test_kernels'
+ * test_div_r against the device's division); below, the residual may be subnormal and the last bit differ;
+ * b = inf: a * 0, as a / inf. A norm's x / sqrt(mean(x^2) + eps) is never past sqrt(n). */
 __device__ __forceinline__ float gc_div_r(float a, float b, float r)
 {
     const float q = a * r;

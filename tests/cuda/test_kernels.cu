@@ -32,6 +32,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/gcuda.h"
+#include "kernels/cuda/gcuda_common.cuh" /* gc_div_r (test_div_r) */
 #include "kernels/cuda/gcuda_ops.h"
 
 static graft_error E;
@@ -569,6 +570,46 @@ static void test_gemm(int dt, int M, int N, int K, int batch, bool shared_a)
         gops_blas_free(h);
     }
     unsetenv("GRAFT_CUDA_NO_LT");
+    release_all();
+}
+
+/* ------------------------------------------------------------ gc_div_r */
+
+/* gc_div_r (gcuda_common.cuh; the decode attention's v norm) against the
+ * device's own correctly rounded division a / b, bit for bit, wherever |a|
+ * and |a / b| are at least 2^-100 and a / b is finite: a any finite float,
+ * b the square root of a float in [2^-39, 2^126), as a norm's sqrt(mean +
+ * eps) is. Per thread `per` pairs from an xorshift of its own. */
+__global__ void div_r_kernel(unsigned long long seed, int per, unsigned *bad, unsigned *count)
+{
+    unsigned long long s = seed ^ (0x9E3779B97F4A7C15ull * (blockIdx.x * blockDim.x + threadIdx.x + 1));
+    unsigned nb = 0, nc = 0;
+    for (int i = 0; i < per; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        const unsigned u = (unsigned)s, w = (unsigned)(s >> 32);
+        const float b = sqrtf(__uint_as_float(0x2c000000u + u % (0x7e800000u - 0x2c000000u))), a = __uint_as_float(w);
+        const float q = a / b, got = gc_div_r(a, b, 1.0f / b);
+        if (!isfinite(a) || !isfinite(q) || !(fabsf(a) >= 0x1p-100f) || !(fabsf(q) >= 0x1p-100f)) continue;
+        nc++;
+        nb += __float_as_uint(got) != __float_as_uint(q);
+    }
+    atomicAdd(bad, nb);
+    atomicAdd(count, nc);
+}
+
+static void test_div_r()
+{
+    unsigned *d = (unsigned *)dalloc(2 * sizeof(unsigned)), h[2];
+    CUCK(cudaMemset(d, 0, 2 * sizeof(unsigned)));
+    div_r_kernel<<<512, 256>>>(0x5eed5eedull, 256, d, d + 1);
+    CUCK(cudaGetLastError());
+    CUCK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    const std::string sh = fmt("%u pairs of %u", h[1], 512u * 256u * 256u);
+    check("gc_div_r against a / b: pairs that differ", sh, GRAFT_DTYPE_FLOAT, {(float)h[0]}, {0.0});
+    check("gc_div_r against a / b: fewer than 2^24 pairs compared (1: yes)", sh, GRAFT_DTYPE_FLOAT,
+          {h[1] < (1u << 24) ? 1.0f : 0.0f}, {0.0});
     release_all();
 }
 
@@ -2715,6 +2756,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    test_div_r();
     for (int dt : DTYPES) {
         test_rmsnorm(dt, 1, 64, false);
         test_rmsnorm(dt, 3, 1536, false);
