@@ -792,6 +792,8 @@ static int am_tk32(void)
     static const int on = !gc_env_is("GRAFT_CUDA_ATTN_TK", "64");
     return on;
 }
+/* The tensor-core kernel's keys a tile at template head_dim dt (am_layout::TK as attn_go picks the kernel) */
+static int am_tile(int dt) { return dt >= 512 || am_tk32() ? 32 : 64; }
 
 /* plan: sets *occ (blocks per SM) only; run: launches the split kernel. */
 template <typename T, int D, int GT>
@@ -905,7 +907,7 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->hd = (int)a->head_dim;
     p->max_seq = (int)a->max_seq;
     p->nsplit = a->num_splits;
-    p->tile = *gt ? AT_TK : *dt >= 512 || am_tk32() ? 32 : 64; /* as attn_go's kernel and am_layout::TK */
+    p->tile = *gt ? AT_TK : am_tile(*dt);
     p->scale = a->scale;
     p->softcap = a->softcap;
     p->window_left = a->window_left;
@@ -966,7 +968,7 @@ extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_
         /* SIMT kernel: at least two 32-key tiles per split at full length
          * (fewer partials to merge); tensor cores: at least one tile
          * (am_tk32) */
-        int64_t tile = gt ? 2 * AT_TK : dt > 256 || am_tk32() ? 32 : 64;
+        int64_t tile = gt ? 2 * AT_TK : am_tile(dt);
         int64_t cap = (a->max_seq + tile - 1) / tile;
         if (want > cap) want = cap;
         if (want > AT_MAX_SPLITS) want = AT_MAX_SPLITS;

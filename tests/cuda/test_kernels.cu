@@ -2324,9 +2324,10 @@ static void lab_gelu_mul(gops_fuse &f, int dt, int N, void *y, void *a, void *b)
 
 /* test_kernels --attn: a layer's attention at E2B's short context (160
  * keys, caches of 4096; head_dim 256 with E2B's sliding window of 512 keys,
- * 512 without), after the q/k/v GEMV that makes its rows (20 in a graph): the q/k norm + rotary launch and the v norm launch before the
- * kernel, against the kernel making those rows itself (q_gamma, k_gamma,
- * v_norm), the same asking L2 for 32 MB of other weights after its wait
+ * 512 without), after the q/k/v GEMV that makes its rows (20 in a graph):
+ * the q/k norm + rotary launch and the v norm launch before the kernel,
+ * against the kernel making those rows itself (q_gamma, k_gamma, v_norm),
+ * the same asking L2 for 32 MB of other weights after its wait
  * (gcuda_attn_decode_args.pf, GRAFT_CUDA_ATTN_PF: each launch of the graph
  * its own 32 MB, so none is in L2 already; what the prefetch costs the
  * attention), and the kernel on given rows (no norms: a floor). No checks. */
@@ -2403,7 +2404,8 @@ static void attn_lab()
                     CK(gcuda_attn_decode(&t, st, &E));
                 }, 20, 7);
             printf("| %d%s | %d | %s | %d | %.2f (%d) | %.2f (3) | %.2f (3) | %.2f (3) | %.2f (3) |\n", hd,
-                   win >= 0 ? fmt(", window %lld", win).c_str() : "", rd, kv ? "yes" : "no", a.num_splits, us[0], kv ? 5 : 4, us[1], us[3], us[4], us[2]);
+                   win >= 0 ? fmt(", window %lld", win).c_str() : "", rd, kv ? "yes" : "no", a.num_splits, us[0],
+                   kv ? 5 : 4, us[1], us[3], us[4], us[2]);
         }
     release_all();
 }
