@@ -23,9 +23,11 @@
 #   also "ncu" (after profile): Nsight Compute's launch, warp-state and instruction sections for the
 #   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size
 #   (NCU_EXTRA: more ncu arguments for both, e.g. "--metrics regex:..." for each stall reason's share);
-#   and "abpack": with AB_PACK=DIR (another prepare's .devcarry-all, moved aside and carried too), E2B
-#   decode and the kernel lab's fused-GEMV table (test_kernels --epi) of that build against this one,
-#   alternately (only runs within one call compare: machines differ by 10-20%).
+#   and "abpack": with AB_PACK=DIR (another prepare's .devcarry-all, moved aside and carried too), or
+#   with the ab/ that `AB_FROM=DIR ... prepare` put in this pack (graft and libgraft_cuda.so only: two
+#   packs and .whl overflow the carry), E2B decode and the kernel lab's fused-GEMV table (test_kernels
+#   --epi, where that build has one) of that build against this one, alternately (only runs within one
+#   call compare: machines differ by 10-20%).
 # DEADLINE_S (default 570): no step starts that cannot finish before it. NSYS_ENV="A=1 B=2": the
 # settings of the nsys step's traced runs.
 # E2B_DIMS=small: the E2B pipeline at the tiny fixture's size (seconds to generate: the kernel
@@ -37,6 +39,12 @@ if [ "${1:-}" = prepare ]; then
     DEVCARRY=build/pack bash bench/cuda_e2b_device.sh prepare >/dev/null || exit 1
     ck=$(tests/cuda/build.sh build/ck) || exit 1
     cp "$ck" build/pack/ || exit 1
+    # AB_FROM=DIR (a `cuda_e2b_device.sh prepare` of the build to compare against): its graft and
+    # libgraft_cuda.so as ab/ in this pack, where xz's large dictionary stores only what differs
+    if [ -n "${AB_FROM:-}" ]; then
+        mkdir -p build/pack/ab && cp "$AB_FROM/graft" "$AB_FROM/libgraft_cuda.so" "$AB_FROM/COMMIT" build/pack/ab/ &&
+            ln -sfn ../lib build/pack/ab/lib || exit 1
+    fi
     rm -rf .devcarry-all && mkdir -p .devcarry-all || exit 1
     # -9e: the large dictionary finds the kernels that test_kernels and libgraft_cuda.so both hold
     XZ_OPT=-9e tar cJf .devcarry-all/pack.tar.xz -C build/pack . && du -sh .devcarry-all
@@ -72,7 +80,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 cat .devcarry-rt/COMMIT
 
 GEN=
-if has profile || has nsys || has bench; then
+if has profile || has nsys || has bench || has abpack; then
     step "E2B pipeline generation in the background"
     (python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
         PYTHONPATH=/tmp/site timeout 330 python3 tools/fixtures/make_gemma4_e2b.py /tmp/e2b --dims ${E2B_DIMS:-e2b} >"$OUT/e2b.log" 2>&1) &
@@ -227,9 +235,10 @@ if has ncu && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 90 ]; then
         awk '/Function :/{f=$3} /^ +\/\*[0-9a-f]+\*\//{n[f]++} END{for(k in n) print n[k], k}' | sort -rn |
         c++filt >"$RES/sass_sizes.txt" && head -5 "$RES/sass_sizes.txt" | cut -c1-200
 fi
-if has abpack && [ -n "${AB_PACK:-}" ] && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 60 ]; then
+if has abpack && { [ -n "${AB_PACK:-}" ] || [ -d .devcarry-rt/ab ]; } && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 60 ]; then
     B=/tmp/abpack
-    rm -rf $B && mkdir -p $B && tar xJf "$AB_PACK/pack.tar.xz" -C $B
+    if [ -d .devcarry-rt/ab ]; then B=$PWD/.devcarry-rt/ab
+    else rm -rf $B && mkdir -p $B && tar xJf "$AB_PACK/pack.tar.xz" -C $B; fi
     step "A/B: $(head -1 $B/COMMIT) (before) against $(head -1 .devcarry-rt/COMMIT) (after)"
     for i in 1 2 3; do
         for p in $B $PWD/.devcarry-rt; do
@@ -240,7 +249,7 @@ if has abpack && [ -n "${AB_PACK:-}" ] && [ -f /tmp/e2b/export/model.onnx ] && [
         done
     done | tee "$RES/abpack.txt"
     for p in $B $PWD/.devcarry-rt; do
-        [ "$(left)" -gt 40 ] || break
+        [ "$(left)" -gt 40 ] && [ -x $B/test_kernels ] || break
         echo "--- $([ $p = $B ] && echo before || echo after): test_kernels --epi"
         timeout 60 $p/test_kernels --epi 2>&1 | grep -E "^\|" | tee -a "$RES/abpack.txt"
     done
