@@ -12,12 +12,7 @@
  * head of the group. Each split writes its unnormalised output, max and
  * sum (fp32) to the workspace; a second kernel merges the splits that
  * hold keys, its blocks spread over (query head, batch, 64-column slice),
- * a warp over the splits for 8 columns. The tensor-core kernel merges
- * them itself where at most AT_FOLD_MAX splits hold keys (attn_params.fold,
- * GRAFT_CUDA_ATTN_FOLD=1):
- * the last of them to finish, counted by an atomic ticket in the
- * workspace; the merge kernel is then not launched where no length can
- * give more (a sliding window), and returns at once where this one did.
+ * a warp over the splits for 8 columns.
  *
  * Templates: D (64, 128, 256, 512: the smallest >= head_dim, chosen at run
  * time) and GT (query heads per warp: 1, 2, 4, so up to 16 per kv head). */
@@ -28,7 +23,6 @@
 #define AT_THREADS 128
 #define AT_TK 32
 #define AT_MAX_SPLITS 1024
-#define AT_FOLD_MAX 16 /* the most splits with keys the tensor-core kernel's last block merges (fold) */
 
 struct attn_params {
     const void *q, *k, *v;
@@ -56,10 +50,6 @@ struct attn_params {
     int tile;              /* the split kernel's keys a tile: attn_range's unit, for the merge */
     int early;             /* tensor-core kernel: the first tile's cache rows asked for before the wait
                             * (gcuda_attn_decode_args.cache_ready) */
-    int fold;              /* tensor-core kernel: where at most AT_FOLD_MAX splits hold keys, the last of
-                            * them merges them all (am_fold), its ticket counted in ctr */
-    int merge;             /* the merge kernel is launched (not where fold covers every length) */
-    unsigned *ctr;         /* [B, Hkv]: zero between launches (the workspace's first ctr bytes) */
 };
 
 /* The tensor-core kernel's L2 prefetch (p.pf), called by every thread once
@@ -98,14 +88,6 @@ __device__ __forceinline__ int attn_chunk(const attn_params &p, int n, int tile)
 {
     int chunk = (n + p.nsplit - 1) / p.nsplit;
     return (chunk + tile - 1) / tile * tile;
-}
-
-/* The splits that hold keys for a sequence of `len` keys: the first S. */
-__device__ __forceinline__ int attn_nsplits(const attn_params &p, int len, int tile)
-{
-    long long lo;
-    const int n = attn_keys(p, len, &lo), chunk = attn_chunk(p, n, tile);
-    return n > 0 ? min((n + chunk - 1) / chunk, p.nsplit) : 0;
 }
 
 /* Key range [j0, j1) of split `split` for a sequence of `len` keys. */
@@ -426,71 +408,6 @@ __device__ __forceinline__ void am_prep_rope(T *x, const uint4 (&cw)[MC], const 
     }
 }
 
-/* The merge of the S splits of (batch b, kv head kh) by the last of them to
- * finish (attn_params.fold), from L2 (the other blocks' partials): first
- * each split's weight for each head, exp(m_s - M) / sum_s l_s exp(m_s - M)
- * (M the head's largest m_s; 16 lanes a head, by shuffles), into shared
- * memory; then out = sum_s weight_s o_s, a thread four columns of each of
- * up to four (head, column) words, their S loads in flight together. Not
- * inlined: one block a launch runs it, so its code stays out of the
- * kernel's (fetched cold by every block); scalar arguments (a reference to
- * the kernel's parameters would copy them to local memory). ml, opart:
- * the group's first head's first split; out: its first head. */
-template <typename T>
-__device__ __noinline__ void am_fold(const float *ml_, const float *opart, T *out_, int nsplit, int hd, int G, int S)
-{
-    __shared__ float fw[16][AT_FOLD_MAX];
-    const int W4 = hd >> 2, tid = (int)threadIdx.x;
-#pragma unroll 1
-    for (int t = tid; t < (G * 16 + 31) / 32 * 32; t += AM_THREADS) { /* whole warps: the shuffles */
-        const int g = t >> 4, s = t & 15;
-        float2 ml = make_float2(-INFINITY, 0.0f);
-        if (g < G && s < S) ml = __ldcg(reinterpret_cast<const float2 *>(ml_) + (size_t)g * nsplit + s);
-        const float m = ml.y > 0.0f ? ml.x : -INFINITY; /* a split without a weight (as the merge skips it) */
-        float M = m, den;
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        const float e = m == -INFINITY ? 0.0f : gc_exp<T>(m - M);
-        den = ml.y * e;
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
-        if (g < G && s < S) fw[g][s] = den > 0.0f ? e * (1.0f / den) : 0.0f;
-    }
-    __syncthreads();
-#pragma unroll 1
-    for (int i0 = tid; i0 < G * W4; i0 += 4 * AM_THREADS) {
-        const float4 *src[4];
-        int gk[4];
-        float4 acc[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const int i = min(i0 + k * AM_THREADS, G * W4 - 1), g = i / W4;
-            gk[k] = g;
-            src[k] = reinterpret_cast<const float4 *>(opart + (size_t)g * nsplit * hd) + (i - g * W4);
-            acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll 2
-        for (int s = 0; s < S; s++)
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const float4 v = __ldcg(src[k] + (size_t)s * W4);
-                const float w = fw[gk[k]][s];
-                if (w != 0.0f) { /* 0: a split the merge skips (its partial unread there) */
-                    acc[k].x += w * v.x, acc[k].y += w * v.y;
-                    acc[k].z += w * v.z, acc[k].w += w * v.w;
-                }
-            }
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const int i = i0 + k * AM_THREADS;
-            if (i >= G * W4) break;
-            T *out = out_ + 4 * i; /* head g's columns: hd a multiple of 4 */
-            out[0] = gc_to<T>(acc[k].x), out[1] = gc_to<T>(acc[k].y);
-            out[2] = gc_to<T>(acc[k].z), out[3] = gc_to<T>(acc[k].w);
-        }
-    }
-}
-
 template <typename T, int D, bool TK32 = false>
 __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 {
@@ -517,7 +434,6 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
      * first tile's cache rows (written two or more launches before) */
     int j0, j1;
     attn_range(p, p.lens[b], split, &j0, &j1, TK);
-    const int S = p.fold ? attn_nsplits(p, p.lens[b], TK) : AT_FOLD_MAX + 1; /* the splits with keys, to fold */
     const size_t row0 = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit + split;
     const size_t cache_off = ((size_t)b * p.Hkv + kh) * (size_t)p.max_seq * hd;
     const T *kb = (const T *)p.k + cache_off, *vb = (const T *)p.v + cache_off;
@@ -582,9 +498,6 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
-        if (S == 0 && split == 0) /* no split has keys, none folds: zeros, as the merge writes */
-            for (int i = tid; i < G * hd; i += AM_THREADS)
-                ((T *)p.out)[((size_t)b * p.Hq + (size_t)kh * G) * hd + i] = gc_to<T>(0.0f);
         return;
     }
     /* the new rows into the caches (from nrow where the prologue made them) */
@@ -803,24 +716,6 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
                     make_float2(o[n][2 * h], o[n][2 * h + 1]);
         }
     if (p.pf_late) am_l2_prefetch(p); /* after the partials: the prefetch's DRAM traffic cannot delay the tiles */
-    if (S <= AT_FOLD_MAX) { /* p.fold: the last split to finish merges them all */
-        __shared__ int last;
-        __syncthreads(); /* every thread's partials stored */
-        if (tid == 0) {
-            unsigned *c = p.ctr + (size_t)b * p.Hkv + kh;
-            __threadfence(); /* the block's partials before its ticket (as cooperative groups' grid sync) */
-            const bool l = atomicAdd(c, 1u) + 1u == (unsigned)S;
-            if (l) *c = 0u; /* every split has counted: zero for the next launch */
-            __threadfence(); /* the others' partials, published before their tickets, after this one */
-            last = l;
-        }
-        __syncthreads();
-        if (last) {
-            const size_t r = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit; /* the group's first head, split 0 */
-            am_fold<T>(p.ml + r * 2, p.opart + r * hd, (T *)p.out + ((size_t)b * p.Hq + (size_t)kh * G) * hd, nsplit,
-                       hd, G, S);
-        }
-    }
 }
 
 /* Merges the splits of one (query head, batch) for 64 output columns
@@ -839,11 +734,13 @@ template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_comb
 {
     const int qh = blockIdx.x, b = blockIdx.y, hd = p.hd, lane = threadIdx.x & 31;
     const int col = blockIdx.z * AT_CB_COLS + 8 * (int)(threadIdx.x >> 5);
-    const int S = attn_nsplits(p, p.lens[b], p.tile); /* the splits with keys */
+    int len = p.lens[b];
+    long long lo;
+    const int n = attn_keys(p, len, &lo), chunk = attn_chunk(p, n, p.tile);
+    const int S = n > 0 ? min((n + chunk - 1) / chunk, p.nsplit) : 0; /* the splits with keys */
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
     gc_pdl_trigger();
-    /* after the wait even so: the kernel after this one waits for this one only */
-    if (col >= hd || (p.fold && S <= AT_FOLD_MAX)) return;
+    if (col >= hd) return;
     const size_t row0 = ((size_t)b * p.Hq + qh) * p.nsplit;
     float M = -INFINITY, den = 0.0f, o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 2
@@ -893,13 +790,6 @@ static graft_status attn_combine_go(int dtype, const attn_params *p, gcuda_strea
 static int am_tk32(void)
 {
     static const int on = !gc_env_is("GRAFT_CUDA_ATTN_TK", "64");
-    return on;
-}
-/* GRAFT_CUDA_ATTN_FOLD=1: the tensor-core kernel's last block merges the splits where at most AT_FOLD_MAX hold
- * keys (attn_params.fold); unset, the merge kernel always. Opt-in until it has run on a GPU (session 31 got none) */
-static int am_fold_on(void)
-{
-    static const int on = gc_env_is("GRAFT_CUDA_ATTN_FOLD", "1");
     return on;
 }
 /* The tensor-core kernel's keys a tile at template head_dim dt (am_layout::TK as attn_go picks the kernel) */
@@ -1040,9 +930,6 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->pf.mode = gc_pf_mode();
     p->pf_late = a->pf_late;
     p->early = a->cache_ready && *gt == 0;
-    p->fold = *gt == 0 && am_fold_on();
-    p->merge = 1;
-    p->ctr = NULL;
     p->qg = p->kg = NULL;
     p->vnorm = 0;
     if (a->q_gamma || a->k_gamma || a->v_norm) {
@@ -1059,15 +946,9 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     return GRAFT_OK;
 }
 
-/* The workspace: the fold's tickets [B, Hkv] (zero between launches), then the partials [B, Hq, nsplit, hd]
- * and their stats [B, Hq, nsplit, 2] */
-static size_t attn_ctr_bytes(const attn_params *p)
-{
-    return ((size_t)p->B * p->Hkv * sizeof(unsigned) + 255) / 256 * 256;
-}
 static size_t attn_ws_bytes(const attn_params *p)
 {
-    return attn_ctr_bytes(p) + (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float);
+    return (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float);
 }
 
 extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_error *err)
@@ -1099,7 +980,6 @@ extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_
     }
     p.nsplit = a->num_splits;
     a->ws_bytes = attn_ws_bytes(&p);
-    a->ws_zero_bytes = attn_ctr_bytes(&p);
     return GRAFT_OK;
 }
 
@@ -1116,18 +996,11 @@ extern "C" graft_status gcuda_attn_decode(const gcuda_attn_decode_args *a, gcuda
     if (!a->ws || a->ws_bytes < need)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: workspace of %zu bytes, %zu needed", a->ws_bytes,
                           need);
-    p.ctr = (unsigned *)a->ws;
-    p.opart = (float *)((char *)a->ws + attn_ctr_bytes(&p));
+    p.opart = (float *)a->ws;
     p.ml = p.opart + (size_t)p.B * p.Hq * p.nsplit * p.hd;
-    if (p.fold) { /* no merge kernel where no length gives more splits with keys than the fold takes */
-        int64_t nmax = p.max_seq;
-        if (p.window_left >= 0 && p.window_left < nmax - 1) nmax = p.window_left + 1;
-        const int64_t smax = (nmax + p.tile - 1) / p.tile;
-        p.merge = (smax < p.nsplit ? smax : p.nsplit) > AT_FOLD_MAX;
-    }
     GCUDA_DISPATCH(a->dtype, "gcuda_attn_decode", {
         st = attn_d<T>(dt, gt, &p, 0, NULL, s, err);
         if (st) return st;
     });
-    return p.merge ? attn_combine_go(a->dtype, &p, s, err) : GRAFT_OK;
+    return attn_combine_go(a->dtype, &p, s, err);
 }

@@ -186,10 +186,8 @@ typedef struct gcuda_attn_decode_args {
                                  * one has passed on the device); 1: the CUDA-core kernel;
                                  * 2: tensor cores (mma.sync) for fp16/bf16, the CUDA-core
                                  * kernel for fp32. Plan and run with the same value. */
-    void *ws;                   /* workspace of ws_bytes (gcuda_attn_decode_plan), its first
-                                 * ws_zero_bytes zero before its first call: each call leaves
-                                 * them so (the tensor-core kernel's merge tickets) */
-    size_t ws_bytes, ws_zero_bytes;
+    void *ws;                   /* workspace of ws_bytes (gcuda_attn_decode_plan) */
+    size_t ws_bytes;
     /* Non-NULL (both): the current token's key and value rows, one per
      * (batch, kv head) at these element strides (last axis contiguous),
      * not yet in the caches: the kernel attends to them as the key at

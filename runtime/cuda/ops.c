@@ -1181,7 +1181,6 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
         d.num_splits = cn->dsplits; /* planned once (the plan queries the device) */
         if (gcuda_attn_decode_plan(&d, &perr) == GRAFT_OK) {
             cn->dsplits = d.num_splits;
-            /* zeroed when allocated: its first ws_zero_bytes, the merge tickets, stay so between calls */
             if (!(d.ws = cx_workspace(x, cn, d.ws_bytes, err))) return err->code;
             x->n_fast_attn++;
             rp_attn(x, cn, c, 1, win);
