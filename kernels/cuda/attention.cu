@@ -705,16 +705,20 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
         p.ml[(row0 + (size_t)tid * nsplit) * 2] = m_s[tid];
         p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = l_s[tid];
     }
-    /* two adjacent columns a store (col even, hd a multiple of 8: 8-byte aligned) */
+    /* two adjacent columns a store (col even, hd a multiple of 8: 8-byte aligned), from two row pointers
+     * (rows g, g + 8) made once: with each store's address made from the indexes, head_dim 512 spent 628
+     * instructions here */
+    {
+        const int cb = warp * DW + tig * 2;
+        float *op0 = p.opart + (row0 + (size_t)g * nsplit) * hd + cb, *op1 = op0 + (size_t)8 * nsplit * hd;
+        const bool on0 = g < G, on1 = g + 8 < G;
 #pragma unroll
-    for (int n = 0; n < NTO; n++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = g + 8 * h, col = warp * DW + n * 8 + tig * 2;
-            if (row < G && col < hd)
-                *reinterpret_cast<float2 *>(p.opart + (row0 + (size_t)row * nsplit) * hd + col) =
-                    make_float2(o[n][2 * h], o[n][2 * h + 1]);
-        }
+        for (int n = 0; n < NTO; n++)
+            if (cb + n * 8 < hd) {
+                if (on0) *reinterpret_cast<float2 *>(op0 + n * 8) = make_float2(o[n][0], o[n][1]);
+                if (on1) *reinterpret_cast<float2 *>(op1 + n * 8) = make_float2(o[n][2], o[n][3]);
+            }
+    }
     if (p.pf_late) am_l2_prefetch(p); /* after the partials: the prefetch's DRAM traffic cannot delay the tiles */
 }
 

@@ -307,8 +307,14 @@ __device__ __forceinline__ void go_norm_chain_regs(const gops_fuse &f, I row, fl
     ss = gc_block_sum(ss, scratch);
     float q = ss / (float)dim + f.eps;
     float inv = dt0 == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q), sq = sqrtf(q);
+    if (f.norm_div) { /* one branch around the quotients, not one around each; v / sq without divisions */
+        const float rs = 1.0f / sq;
 #pragma unroll
-    for (int e = 0; e < EPT; e++) v[e] = go_round(f.norm_dtype, f.norm_div ? v[e] / sq : v[e] * inv * g[e]);
+        for (int e = 0; e < EPT; e++) v[e] = go_round(f.norm_dtype, gc_div_r(v[e], sq, rs));
+    } else {
+#pragma unroll
+        for (int e = 0; e < EPT; e++) v[e] = go_round(f.norm_dtype, v[e] * inv * g[e]);
+    }
     go_chain_ept<I, EPT>(f, v, row, dim, PRE ? pre : nullptr);
 }
 
@@ -426,8 +432,14 @@ __device__ __forceinline__ void go_row8_scale(float *v, uint4 gv, bool has_gamma
     for (int e = 0; e < 8; e++) ss += v[e] * v[e];
     ss = gc_block_sum(ss, scratch);
     const float q = ss / (float)dim + eps, inv = rsqrtf(q), sq = sqrtf(q);
+    if (norm_div) { /* one branch around the eight quotients, not one around each; v / sq without divisions */
+        const float rs = 1.0f / sq;
 #pragma unroll
-    for (int e = 0; e < 8; e++) v[e] = norm_div ? v[e] / sq : v[e] * inv * (has_gamma ? g[e] : 1.0f);
+        for (int e = 0; e < 8; e++) v[e] = gc_div_r(v[e], sq, rs);
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = v[e] * inv * (has_gamma ? g[e] : 1.0f);
+    }
 }
 
 /* The start of a 2-byte norm-headed row held 8 elements a thread from
