@@ -925,8 +925,11 @@ static cudaError_t rows_launch_epi(bool vec, int tpr, const cudaLaunchConfig_t *
     } else {
         if (!vec) return rows_launch<T, ROWS_THREADS, 1, false, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
         if constexpr (PRO == 0 && EPI != 2) {
-            if (set.loop >> (EPI + 4) & 1) /* GRAFT_CUDA_ROWS_DBUF */
-                return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, 2>(tpr, cfg, sms, x, set, K, tail, counter);
+            if constexpr (sizeof(T) == 2) /* GRAFT_CUDA_ROWS_DBUF (2-byte types: fp32 loops as under LOOP) */
+                if (set.loop >> (EPI + 4) & 1)
+                    return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, 2>(tpr, cfg, sms, x, set, K, tail, counter);
+            if (set.loop >> (EPI + 4) & 1)
+                return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, 1>(tpr, cfg, sms, x, set, K, tail, counter);
             if (set.loop >> EPI & 1)
                 return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, 1>(tpr, cfg, sms, x, set, K, tail, counter);
         }
