@@ -89,7 +89,8 @@ typedef struct rows_set {
     int loop;        /* bit EPI (0, 1, 3; no prologue): the vector kernel loops on the blocks that fit at once, the
                       * next group's loads issued before this one's sums and chain (GRAFT_CUDA_ROWS_LOOP=013: the
                       * EPIs named; measured slower, H100 session 26: E2B 360 tok/s against 383); bit 4 + EPI:
-                      * the same with two groups' loads in flight (GRAFT_CUDA_ROWS_DBUF=013, LOOP 2) */
+                      * the same with two groups' loads in flight (GRAFT_CUDA_ROWS_DBUF=013, LOOP 2; H100
+                      * session 33: 385 tok/s against 408) */
     gcuda_prefetch_set pf; /* asked of L2 by the whole grid before the wait (gcuda_gemv_rows_prefetch_next) */
 } rows_set;
 
