@@ -835,7 +835,17 @@ static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T 
             if (e != cudaSuccess) return e;
             if (occ < 1) occ = 1;
         }
-        if (cfg.gridDim.x > (unsigned)(occ * sms)) cfg.gridDim.x = (unsigned)(occ * sms);
+        /* GRAFT_CUDA_ROWS_PRO_SPARE=N (a prologue's kernel): N blocks fewer than fit, so that a few SMs keep room
+         * for the next kernel's first blocks (the decode attention's few blocks start under PDL beside q/k/v's) */
+        static int spare = -1;
+        if (spare < 0) {
+            const char *sp = getenv("GRAFT_CUDA_ROWS_PRO_SPARE");
+            spare = sp ? atoi(sp) : 0;
+            if (spare < 0) spare = 0;
+        }
+        int cap = occ * sms;
+        if (PRO != 0 && spare && cap - spare >= sms) cap -= spare;
+        if (cfg.gridDim.x > (unsigned)cap) cfg.gridDim.x = (unsigned)cap;
     }
     return cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO, LOOP>, x, set, K, tail, counter);
 }
