@@ -90,9 +90,8 @@ typedef struct rows_set {
                       * fewer (GRAFT_CUDA_ROWS_EPID=0: not; E2B 418 -> 425 tok/s, session 25) */
     int loop;        /* bit EPI (0, 1, 3; no prologue): the vector kernel loops on the blocks that fit at once, the
                       * next group's loads issued before this one's sums and chain (GRAFT_CUDA_ROWS_LOOP=013: the
-                      * EPIs named; measured slower, H100 session 26: E2B 360 tok/s against 383); bit 4 + EPI:
-                      * the same with two groups' loads in flight (GRAFT_CUDA_ROWS_DBUF=013, LOOP 2; H100
-                      * session 33: 385 tok/s against 408) */
+                      * EPIs named; measured slower, H100 session 26: E2B 360 tok/s against 383; so were two
+                      * groups in flight a block, session 33: H100 385 against 408, H200 430 against 460) */
     gcuda_prefetch_set pf; /* asked of L2 by the whole grid before the wait (gcuda_gemv_rows_prefetch_next) */
 } rows_set;
 
@@ -512,13 +511,10 @@ __device__ __forceinline__ void rows_last_block(const rows_set &set, const gops_
  * in flight during a group's sums and chain). The others take one group a
  * block and hold no loop state: the per-element kernels need 39 registers
  * without it, 40 with 16 bytes spilled at 6 blocks an SM (so LOOP's are
- * held to 5); the pair 46 and 48. LOOP 2 (GRAFT_CUDA_ROWS_DBUF) holds two
- * groups' first loads, the next one's issued before this one's sums, so
- * that a block keeps twice the bytes in flight (for a memory faster than
- * the H100's): held to 4 blocks an SM. */
-template <int EPI, int PRO, int LOOP = 0> __host__ __device__ constexpr bool rows_loops()
+ * held to 5); the pair 46 and 48. */
+template <int EPI, int PRO, bool LOOP = false> __host__ __device__ constexpr bool rows_loops()
 {
-    return PRO != 0 || EPI == 2 || LOOP != 0;
+    return PRO != 0 || EPI == 2 || LOOP;
 }
 
 /* Each block takes every gridDim.x-th group of RPB rows (one group when
@@ -533,8 +529,8 @@ template <int EPI, int PRO, int LOOP = 0> __host__ __device__ constexpr bool row
  * EPI 0, spill 16 bytes, ptxas -v at 93a9d0d; 85-92 unbound; the general
  * chain's, PRO 3, takes 124 and spills 150 bytes held to 80, so it is
  * not). */
-template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, int LOOP = 0>
-__global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EPI == 2 || LOOP == 2 ? 4 : EPI == 1 && !LOOP ? 6 : 5)
+template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false>
+__global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 && !LOOP ? 6 : 5)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
 {
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
@@ -546,17 +542,11 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
     float inv = 1.0f;
     rows_at at = rows_locate<T, TPR, EPI>(set, (int)blockIdx.x, K), nx = at;
     uint4 wv[VEC ? U : 1];
-    uint4 wn[VEC && LOOP == 2 ? U : 1]; /* LOOP 2: the next group's first loads, issued before this one's sums */
     if constexpr (VEC) rows_first<T, TPR, U, EPI>(at, K, lane, ef, pol, wv);
     for (int b = (int)blockIdx.x;;) {
         const bool first = b == (int)blockIdx.x;
         /* the block's next group (none: a block a group) */
         const int nb = rows_loops<EPI, PRO, LOOP>() ? b + (int)gridDim.x : groups;
-        if constexpr (VEC && LOOP == 2)
-            if (nb < groups) { /* two groups in flight (on the first, before the wait: weights only) */
-                nx = rows_locate<T, TPR, EPI>(set, nb, K);
-                rows_first<T, TPR, U, EPI>(nx, K, lane, ef, pol, wn);
-            }
         const int r = at.r, r0 = at.r0;
         const bool live = at.live;
         void *yb = at.y;
@@ -593,13 +583,8 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
                 }
             }
             if (nb < groups) { /* the next group's weights in flight during this one's sums */
-                if constexpr (LOOP == 2) {
-#pragma unroll
-                    for (int u = 0; u < U; u++) wv[u] = wn[u];
-                } else {
-                    nx = rows_locate<T, TPR, EPI>(set, nb, K);
-                    rows_first<T, TPR, U, EPI>(nx, K, lane, ef, pol, wv);
-                }
+                nx = rows_locate<T, TPR, EPI>(set, nb, K);
+                rows_first<T, TPR, U, EPI>(nx, K, lane, ef, pol, wv);
             }
         } else {
             const T *__restrict__ w = (const T *)at.w;
@@ -828,7 +813,7 @@ static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
  * 221 us), so they loop only under GRAFT_CUDA_ROWS_LOOP (rows_loops), which
  * keeps the next group's loads in flight. GRAFT_CUDA_ROWS_GRID=0: a block
  * a group always. */
-template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, int LOOP = 0>
+template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false>
 static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T *x, const rows_set &set, int K,
                                const gops_fuse &tail, unsigned *counter)
 {
@@ -842,22 +827,12 @@ static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T 
             if (e != cudaSuccess) return e;
             if (occ < 1) occ = 1;
         }
-        /* GRAFT_CUDA_ROWS_PRO_SPARE=N (a prologue's kernel): N blocks fewer than fit, so that a few SMs keep room
-         * for the next kernel's first blocks (the decode attention's few blocks start under PDL beside q/k/v's) */
-        static int spare = -1;
-        if (spare < 0) {
-            const char *sp = getenv("GRAFT_CUDA_ROWS_PRO_SPARE");
-            spare = sp ? atoi(sp) : 0;
-            if (spare < 0) spare = 0;
-        }
-        int cap = occ * sms;
-        if (PRO != 0 && spare && cap - spare >= sms) cap -= spare;
-        if (cfg.gridDim.x > (unsigned)cap) cfg.gridDim.x = (unsigned)cap;
+        if (cfg.gridDim.x > (unsigned)(occ * sms)) cfg.gridDim.x = (unsigned)(occ * sms);
     }
     return cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO, LOOP>, x, set, K, tail, counter);
 }
 
-template <typename T, int U, int EPI, int PRO, int LOOP = 0>
+template <typename T, int U, int EPI, int PRO, bool LOOP = false>
 static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x, const rows_set &set,
                                    int K, const gops_fuse &tail, unsigned *counter)
 {
@@ -942,15 +917,9 @@ static cudaError_t rows_launch_epi(bool vec, int tpr, const cudaLaunchConfig_t *
         return cudaErrorInvalidValue;
     } else {
         if (!vec) return rows_launch<T, ROWS_THREADS, 1, false, EPI, PRO>(cfg, sms, x, set, K, tail, counter);
-        if constexpr (PRO == 0 && EPI != 2) {
-            if constexpr (sizeof(T) == 2) /* GRAFT_CUDA_ROWS_DBUF (2-byte types: fp32 loops as under LOOP) */
-                if (set.loop >> (EPI + 4) & 1)
-                    return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, 2>(tpr, cfg, sms, x, set, K, tail, counter);
-            if (set.loop >> (EPI + 4) & 1)
-                return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, 1>(tpr, cfg, sms, x, set, K, tail, counter);
+        if constexpr (PRO == 0 && EPI != 2)
             if (set.loop >> EPI & 1)
-                return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, 1>(tpr, cfg, sms, x, set, K, tail, counter);
-        }
+                return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, true>(tpr, cfg, sms, x, set, K, tail, counter);
         return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO>(tpr, cfg, sms, x, set, K, tail, counter);
     }
 }
@@ -1003,10 +972,10 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
     set.epid = epid;
     static int loop = -1;
     if (loop < 0) {
+        const char *lp = getenv("GRAFT_CUDA_ROWS_LOOP");
         int m = 0;
-        for (int d = 0; d < 2; d++) /* bits 0-3 GRAFT_CUDA_ROWS_LOOP's EPIs, 4-7 GRAFT_CUDA_ROWS_DBUF's */
-            for (const char *lp = getenv(d ? "GRAFT_CUDA_ROWS_DBUF" : "GRAFT_CUDA_ROWS_LOOP"); lp && *lp; lp++)
-                if (*lp == '0' || *lp == '1' || *lp == '3') m |= 1 << (*lp - '0' + 4 * d);
+        for (; lp && *lp; lp++)
+            if (*lp == '0' || *lp == '1' || *lp == '3') m |= 1 << (*lp - '0');
         loop = m;
     }
     set.loop = loop;
