@@ -79,8 +79,9 @@ typedef struct rows_set {
     gops_rows_norm pro; /* PRO: x is the RMSNorm of pro.x (+ pro.skip + pro.bias), computed here */
     unsigned modes; /* EPI 1, 3: each leaf's layout against the output (go_chain_modes) */
     int y1_leaf;    /* EPI 3: the chain's leaf that is y[1] as the output lays it out, or -1 */
-    int gm;         /* EPI 3: the chain is gelu_tanh(y[0]) * y[1] in the GEMV's dtype, written out by the kernel
-                     * instead of interpreted (GRAFT_CUDA_ROWS_GM=1; rows_run decides) */
+    int gm;         /* EPI 1, 3: 1 + the leaf L where the chain is gelu_tanh(y) * L in the GEMV's dtype (L as the
+                     * output lays it out; a pair's y[1] or another), written out by the kernel instead of
+                     * interpreted (GRAFT_CUDA_ROWS_GM=1; rows_run decides); 0: interpreted */
     int l2ef;       /* the weights evict first from L2 (rows_policy; GRAFT_CUDA_L2EF=0: not) */
     int v8;         /* EPI 2: a 2-byte row by go_norm_chain_row_v8 where it applies (GRAFT_CUDA_ROWS_V8=0: not);
                      * 2: by rows_norm_compact (rows_compact_plan; GRAFT_CUDA_ROWS_V8=2) */
@@ -455,9 +456,11 @@ __device__ __forceinline__ void rows_chain_row(const rows_set &set, const gops_f
         ((T *)set.y[1])[r] = y1t;
         y1 = gc_f(y1t);
     }
-    if (EPI == 3 && set.gm) { /* go_chain_at's arithmetic for this chain, op by op: the same code, constant ops */
+    if (set.gm) { /* go_chain_at's arithmetic for this chain, op by op: the same code, constant ops */
+        const int l = set.gm - 1;
         const float g = gc_f(gc_to<T>(go_un_f(GOPS_GELU_TANH, gc_f(y0), 0.0f, 0.0f)));
-        ((T *)tail.y)[r] = gc_to<T>(go_bin_f(GOPS_MUL, g, y1));
+        const float o = EPI == 3 && l == set.y1_leaf ? y1 : gc_f(((const T *)tail.leaf[l])[r]);
+        ((T *)tail.y)[r] = gc_to<T>(go_bin_f(GOPS_MUL, g, o)); /* either operand order: the same product */
         return;
     }
     go_st(tail.y, tail.y_dtype, r, go_chain_modes<int>(tail, gc_f(y0), r, set.modes, EPI == 3 ? set.y1_leaf : -1, y1));
@@ -1051,15 +1054,19 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         for (int l = 0; pair && l < tail->n_leaf && set.y1_leaf < 0; l++)
             if ((set.modes >> (2 * l) & 3u) == 1 && tail->leaf[l] == y[1] && tail->leaf_dtype[l] == dtype)
                 set.y1_leaf = l;
-        /* the MLP's gelu_tanh(gate) * up (E2B: every layer's pair): written out in the kernel under
-         * GRAFT_CUDA_ROWS_GM=1 (H200 lab, session 33: the pair with this chain interpreted 11.33 / 23.17 us a
-         * launch against 9.73 / 20.48 with none; this form not yet run on a GPU) */
+        /* gelu_tanh(y) * L (E2B: the MLP's gelu(gate) * up in every layer's pair, the per-layer-input gate's
+         * gelu(gate) * its input): written out in the kernel under GRAFT_CUDA_ROWS_GM=1 (H200 lab, session 33: the
+         * pair with this chain interpreted 11.33 / 23.17 us a launch against 9.73 / 20.48 with none; this form not
+         * yet run on a GPU) */
         static const int gm_on = gc_env_is("GRAFT_CUDA_ROWS_GM", "1");
         const gops_fuse_ins *g0 = tail->ins, *g1 = tail->ins + 1;
-        set.gm = gm_on && pair && tail->n_ins == 2 && tail->norm_dim == 0 && !tail->sk_y && set.y1_leaf >= 0 &&
-                 tail->y_dtype == dtype && g0->kind == GOPS_FUSE_UNARY && g0->op == GOPS_GELU_TANH &&
-                 g0->dtype == dtype && g1->kind == GOPS_FUSE_BINARY && g1->op == GOPS_MUL &&
-                 g1->leaf == set.y1_leaf && g1->dtype == dtype;
+        const int gl = g1->leaf;
+        set.gm = 0;
+        if (gm_on && (epi == 1 || epi == 3) && tail->n_ins == 2 && !tail->sk_y && tail->y_dtype == dtype &&
+            g0->kind == GOPS_FUSE_UNARY && g0->op == GOPS_GELU_TANH && g0->dtype == dtype &&
+            g1->kind == GOPS_FUSE_BINARY && g1->op == GOPS_MUL && g1->dtype == dtype && gl >= 0 &&
+            gl < tail->n_leaf && (set.modes >> (2 * gl) & 3u) == 1 && tail->leaf_dtype[gl] == dtype)
+            set.gm = 1 + gl;
     } else {
         memset(&none, 0, sizeof none);
     }
