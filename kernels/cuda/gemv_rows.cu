@@ -1061,7 +1061,6 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         static const int gm_on = gc_env_is("GRAFT_CUDA_ROWS_GM", "1");
         const gops_fuse_ins *g0 = tail->ins, *g1 = tail->ins + 1;
         const int gl = g1->leaf;
-        set.gm = 0;
         if (gm_on && (epi == 1 || epi == 3) && tail->n_ins == 2 && !tail->sk_y && tail->y_dtype == dtype &&
             g0->kind == GOPS_FUSE_UNARY && g0->op == GOPS_GELU_TANH && g0->dtype == dtype &&
             g1->kind == GOPS_FUSE_BINARY && g1->op == GOPS_MUL && g1->dtype == dtype && gl >= 0 &&
