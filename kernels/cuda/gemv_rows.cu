@@ -81,7 +81,7 @@ typedef struct rows_set {
     int y1_leaf;    /* EPI 3: the chain's leaf that is y[1] as the output lays it out, or -1 */
     int gm;         /* EPI 1, 3: 1 + the leaf L where the chain is gelu_tanh(y) * L in the GEMV's dtype (L as the
                      * output lays it out; a pair's y[1] or another), written out by the kernel instead of
-                     * interpreted (GRAFT_CUDA_ROWS_GM=1; rows_run decides); 0: interpreted */
+                     * interpreted (rows_run decides; GRAFT_CUDA_ROWS_GM=0: never); 0: interpreted */
     int l2ef;       /* the weights evict first from L2 (rows_policy; GRAFT_CUDA_L2EF=0: not) */
     int v8;         /* EPI 2: a 2-byte row by go_norm_chain_row_v8 where it applies (GRAFT_CUDA_ROWS_V8=0: not);
                      * 2: by rows_norm_compact (rows_compact_plan; GRAFT_CUDA_ROWS_V8=2) */
@@ -1055,10 +1055,10 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
             if ((set.modes >> (2 * l) & 3u) == 1 && tail->leaf[l] == y[1] && tail->leaf_dtype[l] == dtype)
                 set.y1_leaf = l;
         /* gelu_tanh(y) * L (E2B: the MLP's gelu(gate) * up in every layer's pair, the per-layer-input gate's
-         * gelu(gate) * its input): written out in the kernel under GRAFT_CUDA_ROWS_GM=1 (H200 lab, session 33: the
-         * pair with this chain interpreted 11.33 / 23.17 us a launch against 9.73 / 20.48 with none; this form not
-         * yet run on a GPU) */
-        static const int gm_on = gc_env_is("GRAFT_CUDA_ROWS_GM", "1");
+         * gelu(gate) * its input): written out in the kernel (session 34, H100 lab: the pair at N 6144 12.48 us a
+         * launch interpreted, 11.22 written out, 10.98 with no instructions; E2B 2423 -> 2371 us of graph a step;
+         * GRAFT_CUDA_ROWS_GM=0: interpreted) */
+        static const int gm_on = !gc_env_is("GRAFT_CUDA_ROWS_GM", "0");
         const gops_fuse_ins *g0 = tail->ins, *g1 = tail->ins + 1;
         const int gl = g1->leaf;
         if (gm_on && (epi == 1 || epi == 3) && tail->n_ins == 2 && !tail->sk_y && tail->y_dtype == dtype &&
