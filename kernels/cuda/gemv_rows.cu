@@ -82,6 +82,9 @@ typedef struct rows_set {
     int gm;         /* EPI 1, 3: 1 + the leaf L where the chain is gelu_tanh(y) * L in the GEMV's dtype (L as the
                      * output lays it out; a pair's y[1] or another), written out by the kernel instead of
                      * interpreted (rows_run decides; GRAFT_CUDA_ROWS_GM=0: never); 0: interpreted */
+    int sc;         /* EPI 1, 3: a softcap (y / c1 or y * c1, tanh, * c2; c1, c2 leaves sc_l of one value each, all in
+                     * the GEMV's dtype), written out likewise: 1 with / c1, 2 with * c1; 0: not this form */
+    int sc_l[2];
     int l2ef;       /* the weights evict first from L2 (rows_policy; GRAFT_CUDA_L2EF=0: not) */
     int v8;         /* EPI 2: a 2-byte row by go_norm_chain_row_v8 where it applies (GRAFT_CUDA_ROWS_V8=0: not);
                      * 2: by rows_norm_compact (rows_compact_plan; GRAFT_CUDA_ROWS_V8=2) */
@@ -461,6 +464,13 @@ __device__ __forceinline__ void rows_chain_row(const rows_set &set, const gops_f
         const float g = gc_f(gc_to<T>(go_un_f(GOPS_GELU_TANH, gc_f(y0), 0.0f, 0.0f)));
         const float o = EPI == 3 && l == set.y1_leaf ? y1 : gc_f(((const T *)tail.leaf[l])[r]);
         ((T *)tail.y)[r] = gc_to<T>(go_bin_f(GOPS_MUL, g, o)); /* either operand order: the same product */
+        return;
+    }
+    if (set.sc) { /* likewise: c2 tanh(y / c1), or y * c1 */
+        const float c1 = gc_f(((const T *)tail.leaf[set.sc_l[0]])[0]), c2 = gc_f(((const T *)tail.leaf[set.sc_l[1]])[0]);
+        float v = gc_f(gc_to<T>(set.sc == 1 ? go_bin_f(GOPS_DIV, gc_f(y0), c1) : go_bin_f(GOPS_MUL, gc_f(y0), c1)));
+        v = gc_f(gc_to<T>(go_un_f(GOPS_TANH, v, 0.0f, 0.0f)));
+        ((T *)tail.y)[r] = gc_to<T>(go_bin_f(GOPS_MUL, v, c2));
         return;
     }
     go_st(tail.y, tail.y_dtype, r, go_chain_modes<int>(tail, gc_f(y0), r, set.modes, EPI == 3 ? set.y1_leaf : -1, y1));
@@ -1066,6 +1076,21 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
             g1->kind == GOPS_FUSE_BINARY && g1->op == GOPS_MUL && g1->dtype == dtype && gl >= 0 &&
             gl < tail->n_leaf && (set.modes >> (2 * gl) & 3u) == 1 && tail->leaf_dtype[gl] == dtype)
             set.gm = 1 + gl;
+        /* a softcap c2 tanh(y / c1) (E2B's LM head: 262144 rows; H200 lab, session 33: its shape 194.3 us a
+         * launch with the chain interpreted, 175.7 with none) */
+        const gops_fuse_ins *g2 = tail->ins + 2;
+        auto one_value = [&](const gops_fuse_ins *g) {
+            return g->leaf >= 0 && g->leaf < tail->n_leaf && (set.modes >> (2 * g->leaf) & 3u) == 2 &&
+                   tail->leaf_dtype[g->leaf] == dtype && g->leaf != set.y1_leaf;
+        };
+        if (gm_on && (epi == 1 || epi == 3) && tail->n_ins == 3 && !tail->sk_y && tail->y_dtype == dtype &&
+            g0->kind == GOPS_FUSE_BINARY && g0->dtype == dtype && one_value(g0) &&
+            ((g0->op == GOPS_DIV && !g0->chain_b) || g0->op == GOPS_MUL) && g1->kind == GOPS_FUSE_UNARY &&
+            g1->op == GOPS_TANH && g1->dtype == dtype && g2->kind == GOPS_FUSE_BINARY && g2->op == GOPS_MUL &&
+            g2->dtype == dtype && one_value(g2)) {
+            set.sc = g0->op == GOPS_DIV ? 1 : 2;
+            set.sc_l[0] = g0->leaf, set.sc_l[1] = g2->leaf;
+        }
     } else {
         memset(&none, 0, sizeof none);
     }

@@ -1204,6 +1204,30 @@ static void test_gemv_tail(int dt, int K, int N)
             check("gemv rows + gelu*mul", fmt("K%d N%d%s", K, N, rep ? " again" : ""), dt, ddown(dt, f.y, N), ref);
         }
     }
+    for (int form = 0; form < 3; form++) { /* a softcap c2 tanh(y / c1) (E2B's LM head), with * c1, and with c1 in
+                                             * fp32 (the form the kernel writes out: the first two; the third
+                                             * interpreted) */
+        auto c1 = rnd(dt, 1, 2.0f, 8.0f), c2 = rnd(dt, 1, 2.0f, 8.0f);
+        base(3);
+        int l1 = leaf(c1, true), l2 = leaf(c2, true);
+        if (form == 2 && dt != GRAFT_DTYPE_FLOAT) {
+            f.leaf[l1] = dupload(GRAFT_DTYPE_FLOAT, c1), f.leaf_dtype[l1] = GRAFT_DTYPE_FLOAT;
+            c1[0] = round_to(GRAFT_DTYPE_FLOAT, c1[0]);
+        }
+        const int op1 = form == 1 ? GOPS_MUL : GOPS_DIV;
+        f.ins[0] = {GOPS_FUSE_BINARY, op1, l1, 0, dt, 0, 0};
+        f.ins[1] = {GOPS_FUSE_UNARY, GOPS_TANH, 0, 0, dt, -INFINITY, INFINITY};
+        f.ins[2] = {GOPS_FUSE_BINARY, GOPS_MUL, l2, 1, dt, 0, 0};
+        for (int r = 0; r < N; r++) {
+            float a = round_to(dt, op1 == GOPS_MUL ? y[r] * c1[0] : y[r] / c1[0]);
+            ref[r] = round_to(dt, c2[0] * round_to(dt, (float)std::tanh((double)a)));
+        }
+        const char *name = form == 0 ? "gemv rows + softcap (div)" : form == 1 ? "gemv rows + softcap (mul)"
+                                                                               : "gemv rows + softcap, c1 fp32";
+        f.y = dpoisoned(dt, N);
+        CK(gcuda_gemv_rows_tail(dt, dx, dw, dy, K, N, &f, NULL, NULL, &E));
+        check(name, fmt("K%d N%d", K, N), dt, ddown(dt, f.y, N), ref);
+    }
     if (N % 2 == 0) { /* (y - c) * s with c [N / 2] broadcast over two halves (offsets by index arithmetic), s one value */
         auto c = rnd(dt, N / 2, -2, 2), sc = rnd(dt, 1, 0.5f, 2.0f);
         base(2);
