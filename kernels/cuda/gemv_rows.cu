@@ -1069,25 +1069,23 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
          * launch interpreted, 11.22 written out, 10.98 with no instructions; E2B 2423 -> 2371 us of graph a step;
          * GRAFT_CUDA_ROWS_GM=0: interpreted) */
         static const int gm_on = !gc_env_is("GRAFT_CUDA_ROWS_GM", "0");
-        const gops_fuse_ins *g0 = tail->ins, *g1 = tail->ins + 1;
-        const int gl = g1->leaf;
-        if (gm_on && (epi == 1 || epi == 3) && tail->n_ins == 2 && !tail->sk_y && tail->y_dtype == dtype &&
-            g0->kind == GOPS_FUSE_UNARY && g0->op == GOPS_GELU_TANH && g0->dtype == dtype &&
-            g1->kind == GOPS_FUSE_BINARY && g1->op == GOPS_MUL && g1->dtype == dtype && gl >= 0 &&
-            gl < tail->n_leaf && (set.modes >> (2 * gl) & 3u) == 1 && tail->leaf_dtype[gl] == dtype)
-            set.gm = 1 + gl;
+        /* both written-out forms: a per-element chain whose every step, leaf and output are of the GEMV's dtype */
+        const bool own = gm_on && (epi == 1 || epi == 3) && !tail->sk_y && tail->y_dtype == dtype;
+        /* instruction g reads a leaf of the GEMV's dtype in layout mode (go_leaf_mode: 1 the output's, 2 one value) */
+        auto leaf_as = [&](const gops_fuse_ins *g, unsigned mode) {
+            return g->leaf >= 0 && g->leaf < tail->n_leaf && (set.modes >> (2 * g->leaf) & 3u) == mode &&
+                   tail->leaf_dtype[g->leaf] == dtype;
+        };
+        const gops_fuse_ins *g0 = tail->ins, *g1 = tail->ins + 1, *g2 = tail->ins + 2;
+        if (own && tail->n_ins == 2 && g0->kind == GOPS_FUSE_UNARY && g0->op == GOPS_GELU_TANH && g0->dtype == dtype &&
+            g1->kind == GOPS_FUSE_BINARY && g1->op == GOPS_MUL && g1->dtype == dtype && leaf_as(g1, 1))
+            set.gm = 1 + g1->leaf;
         /* a softcap c2 tanh(y / c1) (E2B's LM head: 262144 rows; H200 lab, session 33: its shape 194.3 us a
          * launch with the chain interpreted, 175.7 with none) */
-        const gops_fuse_ins *g2 = tail->ins + 2;
-        auto one_value = [&](const gops_fuse_ins *g) {
-            return g->leaf >= 0 && g->leaf < tail->n_leaf && (set.modes >> (2 * g->leaf) & 3u) == 2 &&
-                   tail->leaf_dtype[g->leaf] == dtype && g->leaf != set.y1_leaf;
-        };
-        if (gm_on && (epi == 1 || epi == 3) && tail->n_ins == 3 && !tail->sk_y && tail->y_dtype == dtype &&
-            g0->kind == GOPS_FUSE_BINARY && g0->dtype == dtype && one_value(g0) &&
+        if (own && tail->n_ins == 3 && g0->kind == GOPS_FUSE_BINARY && g0->dtype == dtype && leaf_as(g0, 2) &&
             ((g0->op == GOPS_DIV && !g0->chain_b) || g0->op == GOPS_MUL) && g1->kind == GOPS_FUSE_UNARY &&
             g1->op == GOPS_TANH && g1->dtype == dtype && g2->kind == GOPS_FUSE_BINARY && g2->op == GOPS_MUL &&
-            g2->dtype == dtype && one_value(g2)) {
+            g2->dtype == dtype && leaf_as(g2, 2)) {
             set.sc = g0->op == GOPS_DIV ? 1 : 2;
             set.sc_l[0] = g0->leaf, set.sc_l[1] = g2->leaf;
         }
