@@ -28,15 +28,17 @@ def main():
         return
     h = rows[0]
     si, di, ni = h.index("Start (ns)"), h.index("Duration (ns)"), h.index("Name")
-    ks = []
+    ks, cps = [], []  # kernels; copies and sets (the step's edge, below)
     for r in rows[1:]:
         if len(r) <= max(si, di, ni) or not r[si].isdigit():
             continue
         name = r[ni]
         if "memcpy" in name.lower() or "memset" in name.lower():
+            cps.append((int(r[si]), int(r[di]), name))
             continue
         ks.append((int(r[si]), int(r[di]), name))
     ks.sort()
+    cps.sort()
     ends = [i for i, k in enumerate(ks) if "argmax" in k[2].lower()]
     if len(ends) < 6:
         print("  fewer than 6 argmax kernels: no decode steps found")
@@ -73,6 +75,20 @@ def main():
             for s_, d, name in ks[a + 1:b + 1]:
                 f.write("%8.2f %8.2f  %s\n" % ((s_ - cur) / 1e3, d / 1e3, short(name)[:100]))
                 cur = max(cur, s_ + d)
+    if cps:  # what the GPU runs between a step's argmax and the next step's first kernel (copies included)
+        gap = gcount = 0
+        names = defaultdict(lambda: [0, 0])
+        for a, b in steps:
+            t0, t1 = ks[a][0] + ks[a][1], ks[a + 1][0]
+            gap += t1 - t0
+            gcount += 1
+            for s_, d, name in cps:
+                if t0 <= s_ < t1:
+                    names[name][0] += 1
+                    names[name][1] += d
+        print("  the edge (argmax end to the next step's first kernel): %.1f us a step; copies in it a step:"
+              % (gap / gcount / 1e3) + "".join(" %s x%.1f (%.2f us each)" % (k, c / gcount, d / max(c, 1) / 1e3)
+                                             for k, (c, d) in sorted(names.items())))
     # adds: how far each launch moves the step's end (its end past every earlier kernel's end, the
     # idle before it included): these sum to the step's wall time, whatever the overlap
     print("  %-60s %8s %7s %8s %8s %8s %8s" % ("kernel", "us/step", "n/step", "us each", "idle us", "adds us",

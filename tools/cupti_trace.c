@@ -1,14 +1,15 @@
 /* A kernel trace for machines without Nsight Systems: preloaded into a CUDA
- * program, it records every kernel's start and end through CUPTI's activity
- * API (kernels inside replayed CUDA graphs included; kernel concurrency is
- * kept) and writes them at exit as CSV in the columns of
+ * program, it records every kernel's and memory copy's start and end
+ * through CUPTI's activity API (those inside replayed CUDA graphs included;
+ * kernel concurrency is kept) and writes them at exit as CSV in the columns of
  * `nsys stats --report cuda_gpu_trace`, which bench/nsys_step.py reads.
  *
  *   build: tools/cupti_trace.sh (headers and libcupti from the
  *          nvidia-cuda-cupti wheel; a diagnostic, not part of graft)
  *   use:   CUPTI_TRACE_OUT=trace.csv LD_PRELOAD=libcupti_trace.so program ...
  *
- * Names are the kernels' mangled names (c++filt demangles them). */
+ * Names are the kernels' mangled names (c++filt demangles them); copies are
+ * "[CUDA memcpy HtoD]" and the like, as nsys names them. */
 #include <cupti_activity.h> /* not cupti.h: its generated API headers may be newer than the toolkit's */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +40,21 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     (void)size;
     CUpti_Activity *a = NULL;
     while (cuptiActivityGetNextRecord(buf, valid, &a) == CUPTI_SUCCESS) {
-        if (a->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && a->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
-        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)a;
+        unsigned long long start, end;
+        const char *name;
+        if (a->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || a->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)a;
+            start = k->start, end = k->end, name = k->name;
+        } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY) { /* nsys's names; nsys_step.py keeps them apart */
+            const CUpti_ActivityMemcpy7 *m = (const CUpti_ActivityMemcpy7 *)a;
+            start = m->start, end = m->end;
+            name = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "[CUDA memcpy HtoD]"
+                   : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "[CUDA memcpy DtoH]"
+                   : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ? "[CUDA memcpy DtoD]"
+                                                                     : "[CUDA memcpy other]";
+        } else {
+            continue;
+        }
         if (n_recs == cap_recs) {
             size_t nc = cap_recs ? cap_recs * 2 : 1 << 16;
             rec *r = realloc(recs, nc * sizeof *r);
@@ -51,9 +65,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             recs = r;
             cap_recs = nc;
         }
-        recs[n_recs].start = k->start;
-        recs[n_recs].end = k->end;
-        recs[n_recs].name = k->name;
+        recs[n_recs].start = start;
+        recs[n_recs].end = end;
+        recs[n_recs].name = name;
         n_recs++;
     }
     free(buf);
@@ -74,13 +88,14 @@ static void write_trace(void)
         fprintf(f, "%llu,%llu,\"%s\"\n", recs[i].start, recs[i].end - recs[i].start,
                 recs[i].name ? recs[i].name : "?");
     fclose(f);
-    fprintf(stderr, "cupti_trace: %zu kernels written%s\n", n_recs, failed ? " (out of memory: some dropped)" : "");
+    fprintf(stderr, "cupti_trace: %zu kernels and copies written%s\n", n_recs, failed ? " (out of memory: some dropped)" : "");
 }
 
 __attribute__((constructor)) static void cupti_trace_init(void)
 {
     if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS) {
         fprintf(stderr, "cupti_trace: CUPTI could not be enabled\n");
         return;
     }
