@@ -198,10 +198,17 @@ graft_status gcuda_gemv_rows_pair_tail(int dtype, const void *x, const void *w0,
 graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, void *ws, gcuda_stream s,
                          graft_error *err);
 /* The same, the id also (or only: out NULL) to *out32 as an int32 (a graph's
- * int32 input ids), and x copied to keep (n elements of dtype; NULL: not)
- * in the same pass: the row kept while the next step overwrites x. */
-graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, int32_t *out32, void *keep, void *ws,
-                            gcuda_stream s, graft_error *err);
+ * int32 input ids) and to *out_h (NULL: not; host memory the device maps,
+ * read once the kernel has completed: no copy back), and x copied to keep
+ * (n elements of dtype; NULL: not) in the same pass: the row kept while the
+ * next step overwrites x. */
+graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, int32_t *out32, int64_t *out_h,
+                            void *keep, void *ws, gcuda_stream s, graft_error *err);
+
+/* n 32-bit words from src to dst by one small kernel (no programmatic
+ * dependence): src may be host memory the device maps, so that a captured
+ * step holds a kernel node where a copy node would cost more at its start. */
+graft_status gops_copy_words(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err);
 
 /* Attention for any number of query rows: one block per (batch, query
  * head, query row), online softmax over the keys. Q rows [hd], K/V rows

@@ -546,7 +546,7 @@ __device__ __forceinline__ void go_amax_block(float &bv, int64_t &bi, int64_t n)
 
 template <typename T>
 __global__ void __launch_bounds__(GO_AMAX_THREADS)
-    go_argmax_kernel(const T *x, int64_t n, bool vec, int64_t *out, int32_t *out32, T *keep, void *ws)
+    go_argmax_kernel(const T *x, int64_t n, bool vec, int64_t *out, int32_t *out32, int64_t *out_h, T *keep, void *ws)
 {
     constexpr int V = 16 / (int)sizeof(T);
     unsigned *counter = (unsigned *)ws;
@@ -585,12 +585,13 @@ __global__ void __launch_bounds__(GO_AMAX_THREADS)
         const int64_t id = bi == n || isnan(gc_f(x[0])) ? 0 : bi;
         if (out) *out = id;
         if (out32) *out32 = (int32_t)id;
+        if (out_h) *out_h = id;
         *counter = 0;
     }
 }
 
-extern "C" graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, int32_t *out32, void *keep,
-                                       void *ws, gcuda_stream s, graft_error *err)
+extern "C" graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, int32_t *out32,
+                                       int64_t *out_h, void *keep, void *ws, gcuda_stream s, graft_error *err)
 {
     if (n <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: %lld elements", (long long)n);
     if (!ws || (uintptr_t)ws % 16) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: no 16-byte aligned workspace");
@@ -601,8 +602,8 @@ extern "C" graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int6
     int64_t blocks = (n + per - 1) / per;
     if (blocks > GOPS_ARGMAX_BLOCKS) blocks = GOPS_ARGMAX_BLOCKS;
     GCUDA_DISPATCH(dtype, "gops_argmax", {
-        go_argmax_kernel<T><<<(unsigned)blocks, GO_AMAX_THREADS, 0, s>>>((const T *)x, n, vec, out, out32, (T *)keep,
-                                                                         ws);
+        go_argmax_kernel<T><<<(unsigned)blocks, GO_AMAX_THREADS, 0, s>>>((const T *)x, n, vec, out, out32, out_h,
+                                                                         (T *)keep, ws);
         GCUDA_CHECK_LAUNCH("go_argmax_kernel");
     });
     return GRAFT_OK;
@@ -611,7 +612,21 @@ extern "C" graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int6
 extern "C" graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, void *ws, gcuda_stream s,
                                     graft_error *err)
 {
-    return gops_argmax_to(dtype, x, n, out, NULL, NULL, ws, s, err);
+    return gops_argmax_to(dtype, x, n, out, NULL, NULL, NULL, ws, s, err);
+}
+
+__global__ void go_words_kernel(uint32_t *dst, const uint32_t *src, int n)
+{
+    for (int i = (int)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += (int)(gridDim.x * blockDim.x)) dst[i] = src[i];
+}
+
+extern "C" graft_status gops_copy_words(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err)
+{
+    if (n < 0 || (n && (!dst || !src))) return gcuda_errf(err, GRAFT_EINVAL, "gops_copy_words: %d words", n);
+    if (!n) return GRAFT_OK;
+    go_words_kernel<<<gc_blocks(n, 128), 128, 0, s>>>(dst, src, n);
+    GCUDA_CHECK_LAUNCH("go_words_kernel");
+    return GRAFT_OK;
 }
 
 /* ------------------------------------------------------------ attention */

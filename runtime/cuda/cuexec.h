@@ -196,6 +196,7 @@ struct cx_exec {
     size_t n_kv;
     int32_t *dlen;      /* device [2 * CX_MAX_B]: past lengths, then total lengths (per batch row) */
     int32_t *hlen;      /* pinned host staging of dlen, a slot after the other (2 * 2 * CX_MAX_B) */
+    int32_t *hlen_d;    /* hlen as the device maps it (x->mapped; else NULL) */
     uint64_t run_no;    /* runs so far */
     uint64_t len_run;   /* run_no when dlen was last written */
     int64_t len_past, len_total;
@@ -253,6 +254,10 @@ struct cx_exec {
     char sync_why[200];   /* the last copy back to the host that a host node waited for */
     char desc2[2048];
     int64_t *amax_d, *amax_h; /* argmax: device result (its workspace after it) and its pinned copies, a slot each */
+    int64_t *amax_hd;         /* amax_h as the device maps it (x->mapped; else NULL) */
+    /* unless GRAFT_CUDA_MAPPED=0: the pipelined argmax writes its id into mapped host memory (no copy back),
+     * and the lengths go up by a kernel reading their mapped staging (no copy node) */
+    bool mapped;
     void *keep;               /* argmax_start: the logits row kept, a slot each (keep_cap bytes each) */
     size_t keep_cap;
     cudaEvent_t amax_ev[2];   /* argmax_start: the id of slot s copied back */

@@ -431,6 +431,10 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
         }
         CX_CUDA(cudaMalloc((void **)&x->dlen, 2 * CX_MAX_B * sizeof(int32_t)), "lengths");
         CX_CUDA(cudaMallocHost((void **)&x->hlen, 2 * 2 * CX_MAX_B * sizeof(int32_t)), "pinned lengths");
+        if (x->mapped && cudaHostGetDevicePointer((void **)&x->hlen_d, x->hlen, 0) != cudaSuccess) {
+            (void)cudaGetLastError(); /* not mapped: copies */
+            x->hlen_d = NULL;
+        }
     }
     /* the last copy out of this slot has completed (as upload's staging) */
     int32_t *hl = x->hlen + 2 * CX_MAX_B * x->slot;
@@ -438,8 +442,14 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
         hl[b] = (int32_t)past;
         hl[CX_MAX_B + b] = (int32_t)total;
     }
-    CX_CUDA(cudaMemcpyAsync(x->dlen, hl, 2 * CX_MAX_B * sizeof(int32_t), cudaMemcpyHostToDevice, x->stream),
-            "upload lengths");
+    if (x->hlen_d) { /* a kernel reads the slot's mapped staging (a kernel node when captured) */
+        graft_status rc = gops_copy_words((uint32_t *)x->dlen, (const uint32_t *)(x->hlen_d + 2 * CX_MAX_B * x->slot),
+                                          2 * CX_MAX_B, (gcuda_stream)x->stream, err);
+        if (rc != GRAFT_OK) return rc;
+    } else {
+        CX_CUDA(cudaMemcpyAsync(x->dlen, hl, 2 * CX_MAX_B * sizeof(int32_t), cudaMemcpyHostToDevice, x->stream),
+                "upload lengths");
+    }
     x->len_run = x->run_no;
     x->len_past = past;
     x->len_total = total;
@@ -565,6 +575,8 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->tty = isatty(2);
     x->up_shown = -1;
     x->no_gemv = getenv("GRAFT_CUDA_NO_GEMV") != NULL;
+    const char *mp = getenv("GRAFT_CUDA_MAPPED");
+    x->mapped = !mp || strcmp(mp, "0"); /* GRAFT_CUDA_MAPPED=0: the id copied back, the lengths copied up */
     const char *sv = getenv("GRAFT_CUDA_SLICE_VIEW");
     x->slice_view = !sv || strcmp(sv, "0"); /* GRAFT_CUDA_SLICE_VIEW=0: Slices copied */
     const char *prof = getenv("GRAFT_CUDA_PROFILE");
@@ -1629,6 +1641,10 @@ static graft_status amax_row(cx_exec *x, const char *name, const char **row, int
         CX_CUDA(cudaMalloc((void **)&x->amax_d, GOPS_ARGMAX_WS + 16), "argmax result");
         CX_CUDA(cudaMemset(x->amax_d, 0, GOPS_ARGMAX_WS + 16), "argmax workspace");
         CX_CUDA(cudaMallocHost((void **)&x->amax_h, 2 * sizeof *x->amax_h), "argmax result (pinned)");
+        if (x->mapped && cudaHostGetDevicePointer((void **)&x->amax_hd, x->amax_h, 0) != cudaSuccess) {
+            (void)cudaGetLastError(); /* not mapped: copied back */
+            x->amax_hd = NULL;
+        }
     }
     return GRAFT_OK;
 }
@@ -1687,10 +1703,12 @@ static graft_status cx_argmax_start(rt_backend *b, const char *name, void *ids, 
     /* int64 ids: the id straight into them, read back from there */
     bool i64 = ids_dtype == GRAFT_DTYPE_INT64;
     int64_t *res = i64 ? (int64_t *)ids : x->amax_d;
-    rc = gops_argmax_to(dt, row, n, res, i64 ? NULL : (int32_t *)ids, keep, (char *)x->amax_d + 16,
-                        (gcuda_stream)x->stream, err);
+    /* the id into the slot's pinned copy: written there by the kernel where the device maps it, else copied */
+    rc = gops_argmax_to(dt, row, n, res, i64 ? NULL : (int32_t *)ids, x->amax_hd ? x->amax_hd + s : NULL, keep,
+                        (char *)x->amax_d + 16, (gcuda_stream)x->stream, err);
     if (rc != GRAFT_OK) return rc;
-    CX_CUDA(cudaMemcpyAsync(x->amax_h + s, res, sizeof *x->amax_h, cudaMemcpyDeviceToHost, x->stream), "argmax");
+    if (!x->amax_hd)
+        CX_CUDA(cudaMemcpyAsync(x->amax_h + s, res, sizeof *x->amax_h, cudaMemcpyDeviceToHost, x->stream), "argmax");
     CX_CUDA(cudaEventRecord(x->amax_ev[s], x->stream), "argmax event");
     *kept = keep;
     *ticket = s;

@@ -613,6 +613,34 @@ static void test_div_r()
     release_all();
 }
 
+/* gops_copy_words from host memory the device maps (the executor's lengths, a kernel node at a step's start)
+ * and from device memory; the words past n untouched */
+static void test_copy_words()
+{
+    const int n = 37;
+    uint32_t *h = NULL, *hd = NULL;
+    CUCK(cudaHostAlloc((void **)&h, n * sizeof *h, cudaHostAllocMapped));
+    CUCK(cudaHostGetDevicePointer((void **)&hd, h, 0));
+    for (int i = 0; i < n; i++) h[i] = 0x9e3779b9u * (uint32_t)(i + 1);
+    uint32_t *d = (uint32_t *)dalloc((n + 3) * sizeof *d), *d2 = (uint32_t *)dalloc((n + 3) * sizeof *d2);
+    CUCK(cudaMemset(d, 0xa5, (n + 3) * sizeof *d));
+    CUCK(cudaMemset(d2, 0x5a, (n + 3) * sizeof *d2));
+    CK(gops_copy_words(d, hd, n, NULL, &E));
+    CK(gops_copy_words(d2, d, n, NULL, &E));
+    std::vector<uint32_t> got(n + 3), got2(n + 3);
+    CK(gcuda_download(got.data(), d, got.size() * sizeof(uint32_t), NULL, &E));
+    CK(gcuda_download(got2.data(), d2, got2.size() * sizeof(uint32_t), NULL, &E));
+    int bad = 0;
+    for (int i = 0; i < n + 3; i++) {
+        bad += got[i] != (i < n ? h[i] : 0xa5a5a5a5u);
+        bad += got2[i] != (i < n ? h[i] : 0x5a5a5a5au);
+    }
+    CUCK(cudaFreeHost(h));
+    check("gops_copy_words from mapped host memory, then device to device: words wrong", fmt("%d words", n),
+          GRAFT_DTYPE_FLOAT, {(float)bad}, {0.0});
+    release_all();
+}
+
 /* ------------------------------------------------------------ attention */
 
 struct attn_case {
@@ -1645,15 +1673,22 @@ static void test_argmax(int dt, int n)
         CUCK(cudaMemset(dkeep, 0xa5, kb));
         CUCK(cudaMemset(d32, 0xff, sizeof(int32_t)));
         CUCK(cudaMemset(dout2, 0xff, sizeof(int64_t)));
-        CK(gops_argmax_to(dt, dx, n - off, c % 2 ? NULL : dout2, d32, dkeep, ws, NULL, &E));
+        /* and into host memory the device maps (the pipelined decode's pick, read once the kernel is done) */
+        int64_t *hmap = NULL, *hmap_d = NULL;
+        CUCK(cudaHostAlloc((void **)&hmap, sizeof *hmap, cudaHostAllocMapped));
+        CUCK(cudaHostGetDevicePointer((void **)&hmap_d, hmap, 0));
+        *hmap = -7;
+        CK(gops_argmax_to(dt, dx, n - off, c % 2 ? NULL : dout2, d32, c % 3 ? hmap_d : NULL, dkeep, ws, NULL, &E));
         CK(gcuda_sync(NULL, &E));
+        const int64_t goth = *hmap;
+        CUCK(cudaFreeHost(hmap));
         CK(gcuda_download(&got, dout, sizeof got, NULL, &E));
         CK(gcuda_download(&got32, d32, sizeof got32, NULL, &E));
         CK(gcuda_download(&got2, dout2, sizeof got2, NULL, &E));
         std::vector<unsigned char> kept(kb);
         CK(gcuda_download(kept.data(), dkeep, kb, NULL, &E));
         const bool keep_ok = !memcmp(kept.data(), h.data() + off * es, kb);
-        const bool ok2 = got32 == want && (c % 2 ? got2 == -1 : got2 == want);
+        const bool ok2 = got32 == want && (c % 2 ? got2 == -1 : got2 == want) && (c % 3 ? goth == want : goth == -7);
         cases++;
         if (got != want || !ok2 || !keep_ok) {
             bad++;
@@ -2781,6 +2816,7 @@ int main(int argc, char **argv)
     }
 
     test_div_r();
+    test_copy_words();
     for (int dt : DTYPES) {
         test_rmsnorm(dt, 1, 64, false);
         test_rmsnorm(dt, 3, 1536, false);
