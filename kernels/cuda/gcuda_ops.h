@@ -79,7 +79,8 @@ graft_status gops_cast(int src_dtype, int dst_dtype, const void *x, void *y, int
 
 /* Strided copy of elements of `esize` bytes (1, 2, 4 or 8): for every
  * index of sh, dst[sum idx*st[1]] = src[sum idx*st[0]] (transpose, slice,
- * expand, concat into a slot). */
+ * expand, concat into a slot). src may be host memory the device maps (the
+ * executor's lengths: a kernel node in a captured step, not a copy node). */
 graft_status gops_copy(size_t esize, const gops_shape *sh, const void *src, void *dst, gcuda_stream s,
                        graft_error *err);
 
@@ -204,11 +205,6 @@ graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, void
  * next step overwrites x. */
 graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, int32_t *out32, int64_t *out_h,
                             void *keep, void *ws, gcuda_stream s, graft_error *err);
-
-/* n 32-bit words from src to dst by one small kernel (no programmatic
- * dependence): src may be host memory the device maps, so that a captured
- * step holds a kernel node where a copy node would cost more at its start. */
-graft_status gops_copy_words(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err);
 
 /* Attention for any number of query rows: one block per (batch, query
  * head, query row), online softmax over the keys. Q rows [hd], K/V rows

@@ -416,6 +416,17 @@ const cx_kvbind *cx_kv_of_past(cx_exec *x, const cx_val *v)
     return NULL;
 }
 
+/* Pinned host memory h as the device maps it: NULL under GRAFT_CUDA_MAPPED=0
+ * or where the device does not map it (the caller copies instead). */
+static void *mapped(cx_exec *x, void *h)
+{
+    void *d = NULL;
+    if (!x->mapped) return NULL;
+    if (cudaHostGetDevicePointer(&d, h, 0) == cudaSuccess) return d;
+    (void)cudaGetLastError();
+    return NULL;
+}
+
 graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_error *err)
 {
     if (B > CX_MAX_B) return xerr(err, GRAFT_EUNSUPPORTED, "batch %lld over %d", (long long)B, CX_MAX_B);
@@ -431,10 +442,7 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
         }
         CX_CUDA(cudaMalloc((void **)&x->dlen, 2 * CX_MAX_B * sizeof(int32_t)), "lengths");
         CX_CUDA(cudaMallocHost((void **)&x->hlen, 2 * 2 * CX_MAX_B * sizeof(int32_t)), "pinned lengths");
-        if (x->mapped && cudaHostGetDevicePointer((void **)&x->hlen_d, x->hlen, 0) != cudaSuccess) {
-            (void)cudaGetLastError(); /* not mapped: copies */
-            x->hlen_d = NULL;
-        }
+        x->hlen_d = (int32_t *)mapped(x, x->hlen);
     }
     /* the last copy out of this slot has completed (as upload's staging) */
     int32_t *hl = x->hlen + 2 * CX_MAX_B * x->slot;
@@ -443,8 +451,9 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
         hl[CX_MAX_B + b] = (int32_t)total;
     }
     if (x->hlen_d) { /* a kernel reads the slot's mapped staging (a kernel node when captured) */
-        graft_status rc = gops_copy_words((uint32_t *)x->dlen, (const uint32_t *)(x->hlen_d + 2 * CX_MAX_B * x->slot),
-                                          2 * CX_MAX_B, (gcuda_stream)x->stream, err);
+        gops_shape sh = {.rank = 1, .dims = {2 * CX_MAX_B}, .st = {{1}, {1}}};
+        graft_status rc = gops_copy(sizeof(int32_t), &sh, x->hlen_d + 2 * CX_MAX_B * x->slot, x->dlen,
+                                    (gcuda_stream)x->stream, err);
         if (rc != GRAFT_OK) return rc;
     } else {
         CX_CUDA(cudaMemcpyAsync(x->dlen, hl, 2 * CX_MAX_B * sizeof(int32_t), cudaMemcpyHostToDevice, x->stream),
@@ -1641,10 +1650,7 @@ static graft_status amax_row(cx_exec *x, const char *name, const char **row, int
         CX_CUDA(cudaMalloc((void **)&x->amax_d, GOPS_ARGMAX_WS + 16), "argmax result");
         CX_CUDA(cudaMemset(x->amax_d, 0, GOPS_ARGMAX_WS + 16), "argmax workspace");
         CX_CUDA(cudaMallocHost((void **)&x->amax_h, 2 * sizeof *x->amax_h), "argmax result (pinned)");
-        if (x->mapped && cudaHostGetDevicePointer((void **)&x->amax_hd, x->amax_h, 0) != cudaSuccess) {
-            (void)cudaGetLastError(); /* not mapped: copied back */
-            x->amax_hd = NULL;
-        }
+        x->amax_hd = (int64_t *)mapped(x, x->amax_h);
     }
     return GRAFT_OK;
 }
