@@ -79,8 +79,7 @@ graft_status gops_cast(int src_dtype, int dst_dtype, const void *x, void *y, int
 
 /* Strided copy of elements of `esize` bytes (1, 2, 4 or 8): for every
  * index of sh, dst[sum idx*st[1]] = src[sum idx*st[0]] (transpose, slice,
- * expand, concat into a slot). src may be host memory the device maps (the
- * executor's lengths: a kernel node in a captured step, not a copy node). */
+ * expand, concat into a slot). */
 graft_status gops_copy(size_t esize, const gops_shape *sh, const void *src, void *dst, gcuda_stream s,
                        graft_error *err);
 
@@ -205,6 +204,14 @@ graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, void
  * next step overwrites x. */
 graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, int32_t *out32, int64_t *out_h,
                             void *keep, void *ws, gcuda_stream s, graft_error *err);
+
+/* n 32-bit words from src to dst by one small kernel: src may be host memory
+ * the device maps, so that a captured step holds a kernel node where a copy
+ * node would cost more at its start. No programmatic dependence either way:
+ * the kernel after it starts only once it has written (the executor's
+ * lengths, which the attention reads before its griddepcontrol.wait;
+ * gops_copy lets its dependents start before it writes). */
+graft_status gops_copy_words(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err);
 
 /* Attention for any number of query rows: one block per (batch, query
  * head, query row), online softmax over the keys. Q rows [hd], K/V rows

@@ -615,6 +615,20 @@ extern "C" graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t
     return gops_argmax_to(dtype, x, n, out, NULL, NULL, NULL, ws, s, err);
 }
 
+__global__ void go_words_kernel(uint32_t *dst, const uint32_t *src, int n)
+{
+    for (int i = (int)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += (int)(gridDim.x * blockDim.x)) dst[i] = src[i];
+}
+
+extern "C" graft_status gops_copy_words(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err)
+{
+    if (n < 0 || (n && (!dst || !src))) return gcuda_errf(err, GRAFT_EINVAL, "gops_copy_words: %d words", n);
+    if (!n) return GRAFT_OK;
+    go_words_kernel<<<gc_blocks(n, 128), 128, 0, s>>>(dst, src, n);
+    GCUDA_CHECK_LAUNCH("go_words_kernel");
+    return GRAFT_OK;
+}
+
 /* ------------------------------------------------------------ attention */
 
 #define GO_ATT_WARPS 4

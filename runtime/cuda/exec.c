@@ -451,9 +451,10 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
         hl[CX_MAX_B + b] = (int32_t)total;
     }
     if (x->hlen_d) { /* a kernel reads the slot's mapped staging (a kernel node when captured) */
-        gops_shape sh = {.rank = 1, .dims = {2 * CX_MAX_B}, .st = {{1}, {1}}};
-        graft_status rc = gops_copy(sizeof(int32_t), &sh, x->hlen_d + 2 * CX_MAX_B * x->slot, x->dlen,
-                                    (gcuda_stream)x->stream, err);
+        /* not gops_copy: that is a programmatic dependent that lets its dependents start before it has
+         * written, and the attention reads the lengths before its griddepcontrol.wait */
+        graft_status rc = gops_copy_words((uint32_t *)x->dlen, (const uint32_t *)(x->hlen_d + 2 * CX_MAX_B * x->slot),
+                                          2 * CX_MAX_B, (gcuda_stream)x->stream, err);
         if (rc != GRAFT_OK) return rc;
     } else {
         CX_CUDA(cudaMemcpyAsync(x->dlen, hl, 2 * CX_MAX_B * sizeof(int32_t), cudaMemcpyHostToDevice, x->stream),

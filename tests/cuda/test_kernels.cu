@@ -613,9 +613,9 @@ static void test_div_r()
     release_all();
 }
 
-/* gops_copy of 32-bit words from host memory the device maps (the executor's lengths, a kernel node in a
- * captured step) and from device memory; the words past n untouched */
-static void test_copy_mapped()
+/* gops_copy_words from host memory the device maps (the executor's lengths, a kernel node at a step's start)
+ * and from device memory; the words past n untouched */
+static void test_copy_words()
 {
     const int n = 37;
     uint32_t *h = NULL, *hd = NULL;
@@ -625,10 +625,8 @@ static void test_copy_mapped()
     uint32_t *d = (uint32_t *)dalloc((n + 3) * sizeof *d), *d2 = (uint32_t *)dalloc((n + 3) * sizeof *d2);
     CUCK(cudaMemset(d, 0xa5, (n + 3) * sizeof *d));
     CUCK(cudaMemset(d2, 0x5a, (n + 3) * sizeof *d2));
-    gops_shape sh = {};
-    sh.rank = 1, sh.dims[0] = n, sh.st[0][0] = sh.st[1][0] = 1;
-    CK(gops_copy(sizeof(uint32_t), &sh, hd, d, NULL, &E));
-    CK(gops_copy(sizeof(uint32_t), &sh, d, d2, NULL, &E));
+    CK(gops_copy_words(d, hd, n, NULL, &E));
+    CK(gops_copy_words(d2, d, n, NULL, &E));
     std::vector<uint32_t> got(n + 3), got2(n + 3);
     CK(gcuda_download(got.data(), d, got.size() * sizeof(uint32_t), NULL, &E));
     CK(gcuda_download(got2.data(), d2, got2.size() * sizeof(uint32_t), NULL, &E));
@@ -638,7 +636,7 @@ static void test_copy_mapped()
         bad += got2[i] != (i < n ? h[i] : 0x5a5a5a5au);
     }
     CUCK(cudaFreeHost(h));
-    check("gops_copy from mapped host memory, then device to device: words wrong", fmt("%d words", n),
+    check("gops_copy_words from mapped host memory, then device to device: words wrong", fmt("%d words", n),
           GRAFT_DTYPE_FLOAT, {(float)bad}, {0.0});
     release_all();
 }
@@ -2818,7 +2816,7 @@ int main(int argc, char **argv)
     }
 
     test_div_r();
-    test_copy_mapped();
+    test_copy_words();
     for (int dt : DTYPES) {
         test_rmsnorm(dt, 1, 64, false);
         test_rmsnorm(dt, 3, 1536, false);
