@@ -20,6 +20,15 @@ $(CUDA_TEST): $(CU_OBJ)/tests/cuda/test_kernels.cu.o $(CUDA_LIB)
 
 test-cuda: $(CUDA_TEST)
 	$(CUDA_TEST)
+
+# The device probes of bench/ (bench/cuda_*_probe.cu: the copy engine's
+# rate; a kernel boundary against a grid barrier), built here so that every
+# build compiles them; run on a GPU machine (their headers say how).
+CUDA_PROBES := $(BUILD)/bench/bulk_probe $(BUILD)/bench/chain_probe
+all: $(CUDA_PROBES)
+$(BUILD)/bench/%_probe: bench/cuda_%_probe.cu kernels/cuda/gcuda_common.cuh
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -o $@ $<
 else
 test-cuda:
 	@echo "test-cuda: skipped (no nvcc)"
