@@ -28,8 +28,12 @@
  *   persistent with tickets: the groups dealt by an atomic counter a GEMV
  *     (a block that ends early takes more), then the grid barrier, or a
  *     wait for the GEMV's groups to be done (blocks add the groups they did,
- *     with release: no arrival for a block that had none).
- * Each at 4 or 8 loads in flight a lane and 1-4 blocks an SM.
+ *     with release: no arrival for a block that had none);
+ *   persistent with the block's rows of the next GEMV asked of L2
+ *     (prefetch.global.L2) as the GEMV before starts, or at its barrier;
+ *   persistent with the block's arrival at the barrier before its first
+ *     loads of the next GEMV (a release waits for the loads in flight).
+ * Each at 8 loads in flight a lane and 1-4 blocks an SM.
  * Prints us a GEMV and a layer for each, and the floor (the bytes at the copy
  * rate, read + written of a 1 GiB device-to-device copy, as cuda_bench.py).
  *
@@ -138,6 +142,23 @@ __global__ void __launch_bounds__(THREADS) gemv_launch_kernel(gemv g, const __ha
     row_rest<U>(g, r, lane, wv, x, y);
 }
 
+/* The barrier in two halves: the arrival (the block's stores released) and the wait (acquired), so that
+ * loads may be issued between them: a release waits for the thread's loads in flight too. */
+__device__ __forceinline__ void bar_arrive(unsigned *bar)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
+}
+__device__ __forceinline__ void bar_wait(unsigned *bar, unsigned target)
+{
+    if (threadIdx.x == 0) {
+        unsigned v;
+        do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+        while (v < target);
+    }
+    __syncthreads();
+}
+
 __device__ __forceinline__ void arrive_and_wait(unsigned *bar, unsigned target)
 {
     __syncthreads();
@@ -150,9 +171,24 @@ __device__ __forceinline__ void arrive_and_wait(unsigned *bar, unsigned target)
     __syncthreads();
 }
 
+/* The rows this block takes of g (groups dealt in turn) asked of L2, a 128-byte line a lane at a time. */
+__device__ __forceinline__ void l2_ask(const gemv &g, int warp, int lane)
+{
+    const int groups = (g.n + RPB - 1) / RPB, lines = g.k * 2 / 128;
+    for (int b = blockIdx.x; b < groups; b += gridDim.x) {
+        const int r = b * RPB + warp;
+        if (r < g.n)
+            for (int l = lane; l < lines; l += 32)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(g.w + (size_t)r * g.k + 64 * l));
+    }
+}
+
 /* Every GEMV of the chain, blocks looping over each one's row groups, a grid barrier between two (BAR
- * false: none, for timing alone: the outputs are then wrong). */
-template <int UU, bool BAR>
+ * false: none, for timing alone: the outputs are then wrong). PF: the block's rows of the next GEMV asked
+ * of L2 as this one starts (1), or just before the barrier (2); 0 not; 3: no L2 asks, and the block arrives
+ * at the barrier before it loads its first weights of the next GEMV (bar_arrive, then the loads, then
+ * bar_wait), not after. */
+template <int UU, bool BAR, int PF = 0>
 __global__ void __launch_bounds__(THREADS) chain_persistent_kernel(const chain *cp, unsigned *bar)
 {
     const chain &c = *cp;
@@ -164,13 +200,17 @@ __global__ void __launch_bounds__(THREADS) chain_persistent_kernel(const chain *
         const __half *x = c.y[(i + 1) & 1];
         __half *y = c.y[i & 1];
         const int groups = (g.n + RPB - 1) / RPB;
+        if (PF == 1 && i + 1 < c.count) l2_ask(c.g[i + 1], warp, lane);
         for (int b = blockIdx.x; b < groups; b += gridDim.x) {
             row_rest<UU>(g, b * RPB + warp, lane, wv, x, y);
             if (b + (int)gridDim.x < groups) row_first<UU>(g, (b + gridDim.x) * RPB + warp, lane, wv);
         }
         if (i + 1 < c.count) {
+            if (PF == 2) l2_ask(c.g[i + 1], warp, lane);
+            if constexpr (BAR && PF == 3) bar_arrive(bar);
             row_first<UU>(c.g[i + 1], blockIdx.x * RPB + warp, lane, wv); /* in flight across the barrier */
-            if constexpr (BAR) arrive_and_wait(bar, (unsigned)(i + 1) * gridDim.x);
+            if constexpr (BAR && PF == 3) bar_wait(bar, (unsigned)(i + 1) * gridDim.x);
+            else if constexpr (BAR) arrive_and_wait(bar, (unsigned)(i + 1) * gridDim.x);
         }
     }
 }
@@ -354,9 +394,15 @@ int main(int argc, char **argv)
     const variant vars[] = {
         {(const void *)chain_persistent_kernel<8, true>, 8, "groups dealt in turn, grid barrier", true},
         {(const void *)chain_persistent_kernel<8, false>, 8, "groups dealt in turn, no barrier (timing only)", false},
-        {(const void *)chain_ticket_kernel<4, 0>, 4, "tickets, grid barrier", true},
+        {(const void *)chain_persistent_kernel<8, true, 3>, 8,
+         "groups dealt in turn, grid barrier, arrival before the next GEMV's first loads", true},
+        {(const void *)chain_persistent_kernel<16, true, 3>, 16,
+         "groups dealt in turn, grid barrier, arrival before the next GEMV's first loads", true},
+        {(const void *)chain_persistent_kernel<8, true, 1>, 8,
+         "groups dealt in turn, grid barrier, the next GEMV's rows asked of L2 as this one starts", true},
+        {(const void *)chain_persistent_kernel<8, true, 2>, 8,
+         "groups dealt in turn, grid barrier, the next GEMV's rows asked of L2 before the barrier", true},
         {(const void *)chain_ticket_kernel<8, 0>, 8, "tickets, grid barrier", true},
-        {(const void *)chain_ticket_kernel<4, 1>, 4, "tickets, wait for the groups done", true},
         {(const void *)chain_ticket_kernel<8, 1>, 8, "tickets, wait for the groups done", true}};
     struct run {
         const variant *v;
