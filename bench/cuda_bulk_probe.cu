@@ -10,23 +10,15 @@
  * Prints GB/s (bytes read / time, best of 5 after a warm-up), per blocks an
  * SM, copy size and copies in flight a block.
  *
- *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -I. -o build/bulk_probe bench/cuda_bulk_probe.cu
- *   build/bulk_probe            (on the GPU machine)
+ *   make build/bench/bulk_probe   (here; built by `make` too where nvcc is)
+ *   build/bench/bulk_probe        (on the GPU machine)
  */
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
 #include "kernels/cuda/gcuda_common.cuh" /* the mbarrier and bulk-copy helpers */
-
-#define CK(x)                                                                                    \
-    do {                                                                                         \
-        cudaError_t e_ = (x);                                                                    \
-        if (e_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
+#include "bench/cuda_probe.cuh" /* CK */
 
 #define MAX_SLOTS 64
 

@@ -37,8 +37,8 @@
  * Prints us a GEMV and a layer for each, and the floor (the bytes at the copy
  * rate, read + written of a 1 GiB device-to-device copy, as cuda_bench.py).
  *
- *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -I. -o build/chain_probe bench/cuda_chain_probe.cu
- *   build/chain_probe [L] [blocks an SM for the persistent kernel; default: 1, 2, 3, 4, 6, 8 where they fit]
+ *   make build/bench/chain_probe   (here; built by `make` too where nvcc is)
+ *   build/bench/chain_probe [L] [blocks an SM for the persistent kernels; default: 1-4, where they fit]
  */
 #include <cuda_fp16.h>
 
@@ -50,15 +50,7 @@
 #include <vector>
 
 #include "kernels/cuda/gcuda_common.cuh" /* gc_pdl_wait, gc_pdl_trigger, gc_launch */
-
-#define CK(x)                                                                                    \
-    do {                                                                                         \
-        cudaError_t e_ = (x);                                                                    \
-        if (e_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
+#include "bench/cuda_probe.cuh" /* CK */
 
 #define THREADS 256
 #define RPB (THREADS / 32) /* rows a block: a warp a row */

@@ -26,7 +26,7 @@ test-cuda: $(CUDA_TEST)
 # build compiles them; run on a GPU machine (their headers say how).
 CUDA_PROBES := $(BUILD)/bench/bulk_probe $(BUILD)/bench/chain_probe
 all: $(CUDA_PROBES)
-$(BUILD)/bench/%_probe: bench/cuda_%_probe.cu kernels/cuda/gcuda_common.cuh
+$(BUILD)/bench/%_probe: bench/cuda_%_probe.cu bench/cuda_probe.cuh kernels/cuda/gcuda_common.cuh
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -o $@ $<
 else
