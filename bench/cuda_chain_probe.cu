@@ -17,8 +17,9 @@
  * each is checked against a host reference in fp64 (with y rounded to fp16
  * after each GEMV as on the device).
  *   launches: one kernel a GEMV, 8 rows a block, each a programmatic
- *     dependent (griddepcontrol: its first weights loaded before the wait),
- *     all captured in one CUDA graph (graft's replayed step);
+ *     dependent (griddepcontrol: its first 4, 8 or 16 loads a lane issued
+ *     before the wait), or plain launches, all captured in one CUDA graph
+ *     (graft's replayed step);
  *   persistent: one cooperative launch, blocks looping over the GEMVs' row
  *     groups (a group's first loads issued as the one before ends); between
  *     two GEMVs a grid barrier (an arrival counter, release and acquire at
@@ -33,7 +34,7 @@
  *     (prefetch.global.L2) as the GEMV before starts, or at its barrier;
  *   persistent with the block's arrival at the barrier before its first
  *     loads of the next GEMV (a release waits for the loads in flight).
- * Each at 8 loads in flight a lane and 1-4 blocks an SM.
+ * Each at 8 loads in flight a lane and 1-4 blocks an SM. Last, the grid barrier alone (no GEMV), timed.
  * Prints us a GEMV and a layer for each, and the floor (the bytes at the copy
  * rate, read + written of a 1 GiB device-to-device copy, as cuda_bench.py).
  *
@@ -54,7 +55,6 @@
 
 #define THREADS 256
 #define RPB (THREADS / 32) /* rows a block: a warp a row */
-#define U 4                /* 16-byte loads in flight a lane (the launches; the persistent kernel: its UU) */
 #define MAXG 512           /* GEMVs in a chain */
 
 struct gemv {
@@ -123,15 +123,16 @@ __device__ __forceinline__ void row_rest(const gemv &g, int r, int lane, uint4 *
     if (lane == 0 && r < g.n) y[r] = __float2half_rn(acc);
 }
 
-/* One GEMV, a block a group of RPB rows, a programmatic dependent of the kernel before. */
-__global__ void __launch_bounds__(THREADS) gemv_launch_kernel(gemv g, const __half *x, __half *y)
+/* One GEMV, a block a group of RPB rows, a programmatic dependent of the kernel before (its first UU
+ * loads a lane issued before the wait). */
+template <int UU> __global__ void __launch_bounds__(THREADS) gemv_launch_kernel(gemv g, const __half *x, __half *y)
 {
     const int lane = threadIdx.x & 31, r = blockIdx.x * RPB + (threadIdx.x >> 5);
-    uint4 wv[U];
-    row_first<U>(g, r, lane, wv);
+    uint4 wv[UU];
+    row_first<UU>(g, r, lane, wv);
     gc_pdl_wait();
     gc_pdl_trigger();
-    row_rest<U>(g, r, lane, wv, x, y);
+    row_rest<UU>(g, r, lane, wv, x, y);
 }
 
 /* The barrier in two halves: the arrival (the block's stores released) and the wait (acquired), so that
@@ -161,6 +162,12 @@ __device__ __forceinline__ void arrive_and_wait(unsigned *bar, unsigned target)
         while (v < target);
     }
     __syncthreads();
+}
+
+/* n grid barriers and nothing else: what one costs by itself. */
+__global__ void __launch_bounds__(THREADS) barrier_only_kernel(unsigned *bar, int n)
+{
+    for (int i = 0; i < n; i++) arrive_and_wait(bar, (unsigned)(i + 1) * gridDim.x);
 }
 
 /* The rows this block takes of g (groups dealt in turn) asked of L2, a 128-byte line a lane at a time. */
@@ -364,17 +371,32 @@ int main(int argc, char **argv)
         return e / m;
     };
 
-    /* launches: one graph of G programmatic dependents */
-    cudaGraph_t graph;
-    cudaGraphExec_t gexec;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < G; i++) {
-        gc_launch(true, gemv_launch_kernel, dim3((unsigned)((h.g[i].n + RPB - 1) / RPB)), dim3(THREADS), 0, st, h.g[i],
-                  (const __half *)h.y[(i + 1) & 1], h.y[i & 1]);
-        CK(cudaGetLastError());
+    /* launches: one graph of G launches, programmatic dependents (the first UU loads before the wait) or
+     * plain launches */
+    struct lform {
+        void (*k)(gemv, const __half *, __half *);
+        int uu;
+        bool pdl;
+        cudaGraphExec_t gx;
+        std::vector<float> t;
+    };
+    std::vector<lform> lf = {{gemv_launch_kernel<4>, 4, true, NULL, {}},
+                             {gemv_launch_kernel<8>, 8, true, NULL, {}},
+                             {gemv_launch_kernel<16>, 16, true, NULL, {}},
+                             {gemv_launch_kernel<4>, 4, false, NULL, {}}};
+    for (lform &f : lf) {
+        cudaGraph_t graph;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < G; i++) {
+            gc_launch(f.pdl, f.k, dim3((unsigned)((h.g[i].n + RPB - 1) / RPB)), dim3(THREADS), 0, st, h.g[i],
+                      (const __half *)h.y[(i + 1) & 1], h.y[i & 1]);
+            CK(cudaGetLastError());
+        }
+        CK(cudaStreamEndCapture(st, &graph));
+        CK(cudaGraphInstantiate(&f.gx, graph, 0));
+        CK(cudaGraphDestroy(graph));
     }
-    CK(cudaStreamEndCapture(st, &graph));
-    CK(cudaGraphInstantiate(&gexec, graph, 0));
+    const cudaGraphExec_t gexec = lf[0].gx;
 
     /* persistent: one cooperative launch, each variant at each number of blocks an SM that fits */
     struct variant {
@@ -430,6 +452,16 @@ int main(int argc, char **argv)
     printf("), %.3f GB of weights\n", bytes / 1e9);
     printf("check against the fp64 reference (max error / max |y|): launches %.2e\n", el);
     bool ok = el < 2e-2;
+    for (size_t j = 1; j < lf.size(); j++) {
+        reset();
+        CK(cudaGraphLaunch(lf[j].gx, st));
+        result(out_p);
+        size_t diff = 0;
+        for (int i = 0; i < nout; i++) diff += __half_as_ushort(out_l[i]) != __half_as_ushort(out_p[i]);
+        printf("  launches, %d loads a lane%s: outputs unlike the first form's: %zu of %d\n", lf[j].uu,
+               lf[j].pdl ? "" : ", plain", diff, nout);
+        ok = ok && diff == 0;
+    }
     for (const run &r : runs) {
         if (!r.v->checked) continue;
         reset();
@@ -444,13 +476,28 @@ int main(int argc, char **argv)
     }
 
     /* timing: the forms alternately, 15 runs each, the median */
-    std::vector<float> tl;
+    std::vector<float> tb;
+    int bocc = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bocc, barrier_only_kernel, THREADS, 0));
+    const int bgrid = sms * std::min(bocc, 3);
     for (int i = 0; i < 15; i++) {
+        for (lform &f : lf) {
+            CK(cudaEventRecord(e0, st));
+            CK(cudaGraphLaunch(f.gx, st));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            f.t.push_back(ms_of(e0, e1));
+        }
+        CK(cudaMemsetAsync(bar, 0, sizeof *bar, st));
         CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(gexec, st));
+        {
+            int nb = G;
+            void *args[] = {(void *)&bar, (void *)&nb};
+            CK(cudaLaunchCooperativeKernel((const void *)barrier_only_kernel, dim3(bgrid), dim3(THREADS), args, 0, st));
+        }
         CK(cudaEventRecord(e1, st));
         CK(cudaEventSynchronize(e1));
-        tl.push_back(ms_of(e0, e1));
+        tb.push_back(ms_of(e0, e1));
         for (run &r : runs) {
             CK(cudaEventRecord(e0, st));
             persistent(r);
@@ -463,18 +510,24 @@ int main(int argc, char **argv)
         std::sort(v.begin(), v.end());
         return v[v.size() / 2] * 1e3;
     };
-    const double floor_us = bytes / (copy_gbs * 1e3), ml = median_us(tl);
+    const double floor_us = bytes / (copy_gbs * 1e3);
     printf("\n| form | us the chain | us a layer | us a GEMV | floor / time | us a GEMV over the floor |\n"
            "|---|---:|---:|---:|---:|---:|\n");
     printf("| floor (weights at the copy rate) | %.1f | %.2f | %.2f | 100%% | |\n", floor_us, floor_us / L,
            floor_us / G);
-    printf("| launches (one graph, PDL) | %.1f | %.2f | %.2f | %.1f%% | %.2f |\n", ml, ml / L, ml / G,
-           100 * floor_us / ml, (ml - floor_us) / G);
+    for (lform &f : lf) {
+        const double ml = median_us(f.t);
+        printf("| launches (one graph), %s, %d loads a lane | %.1f | %.2f | %.2f | %.1f%% | %.2f |\n",
+               f.pdl ? "programmatic dependents" : "plain", f.uu, ml, ml / L, ml / G, 100 * floor_us / ml,
+               (ml - floor_us) / G);
+    }
     for (run &r : runs) {
         const double mp = median_us(r.t);
         printf("| persistent, %s, %d loads a lane, %d blocks (%d an SM) | %.1f | %.2f | %.2f | %.1f%% | %.2f |\n",
                r.v->form, r.v->uu, sms * r.bps, r.bps, mp, mp / L, mp / G, 100 * floor_us / mp, (mp - floor_us) / G);
     }
+    printf("\n%d grid barriers alone, %d blocks (%d an SM): %.2f us each\n", G, bgrid, bgrid / sms,
+           median_us(tb) / G);
     printf("%s\n", ok ? "chain_probe: ok" : "chain_probe: FAIL (outputs differ from the reference or each other)");
     return ok ? 0 : 1;
 }
