@@ -24,7 +24,7 @@ test-cuda: $(CUDA_TEST)
 # The device probes of bench/ (bench/cuda_*_probe.cu: the copy engine's
 # rate; a kernel boundary against a grid barrier), built here so that every
 # build compiles them; run on a GPU machine (their headers say how).
-CUDA_PROBES := $(BUILD)/bench/bulk_probe $(BUILD)/bench/chain_probe
+CUDA_PROBES := $(BUILD)/bench/bulk_probe $(BUILD)/bench/chain_probe $(BUILD)/bench/merge_probe
 all: $(CUDA_PROBES)
 $(BUILD)/bench/%_probe: bench/cuda_%_probe.cu bench/cuda_probe.cuh kernels/cuda/gcuda_common.cuh
 	@mkdir -p $(@D)
