@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "kernels/cuda/gcuda_common.cuh" /* gc_pdl_wait, gc_pdl_trigger, gc_launch */
-#include "bench/cuda_probe.cuh" /* CK */
+#include "bench/cuda_probe.cuh" /* CK, ldw, dot8 */
 
 #define THREADS 256
 #define RPB (THREADS / 32) /* rows a block: a warp a row */
@@ -66,26 +66,6 @@ struct chain {
     int count;
     __half *y[2]; /* outputs alternate; x of GEMV i is y[(i + 1) & 1] (y[1] first: the input) */
 };
-
-__device__ __forceinline__ uint4 ldw(const __half *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-__device__ __forceinline__ float dot8(uint4 w, uint4 x, float a)
-{
-    const __half2 *wh = reinterpret_cast<const __half2 *>(&w), *xh = reinterpret_cast<const __half2 *>(&x);
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const float2 wf = __half22float2(wh[i]), xf = __half22float2(xh[i]);
-        a = fmaf(wf.x, xf.x, a);
-        a = fmaf(wf.y, xf.y, a);
-    }
-    return a;
-}
 
 /* The first UU chunks of a lane's row (before x is ready). */
 template <int UU> __device__ __forceinline__ void row_first(const gemv &g, int r, int lane, uint4 *wv)

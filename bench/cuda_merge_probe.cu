@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "kernels/cuda/gcuda_common.cuh" /* gc_pdl_wait, gc_pdl_trigger, gc_launch */
-#include "bench/cuda_probe.cuh"          /* CK */
+#include "bench/cuda_probe.cuh"          /* CK, ldw, dot8 */
 
 #define THREADS 256
 #define RPB (THREADS / 32)
@@ -59,7 +59,8 @@ __global__ void __launch_bounds__(THREADS) attn_standin_kernel(layer L, int n_o,
     for (int i = blockIdx.x * THREADS + threadIdx.x; i < n_ml; i += gridDim.x * THREADS) L.ml[i] = L.src_ml[i];
 }
 
-/* A's merge: graft's attn_combine_kernel form (grid: heads, hd / 64). */
+/* A's merge: a copy of attn_combine_kernel's (kernels/cuda/attention.cu, where it is internal to the decode
+ * attention's launch), so that the probe times graft's form on its own; grid: heads, hd / 64. */
 __global__ void __launch_bounds__(THREADS) merge_kernel(layer L, int S, int hd)
 {
     const int qh = blockIdx.x, lane = threadIdx.x & 31, col = blockIdx.y * 64 + 8 * (int)(threadIdx.x >> 5);
@@ -96,26 +97,6 @@ __global__ void __launch_bounds__(THREADS) merge_kernel(layer L, int S, int hd)
         for (int e = 1; e < 8; e++) r = lane == e ? o[e] : r;
         L.x[qh * hd + col + lane] = __float2half_rn(den > 0.0f ? r / den : 0.0f);
     }
-}
-
-__device__ __forceinline__ uint4 ldw(const __half *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-__device__ __forceinline__ float dot8(uint4 w, uint4 x, float a)
-{
-    const __half2 *wh = reinterpret_cast<const __half2 *>(&w), *xh = reinterpret_cast<const __half2 *>(&x);
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const float2 wf = __half22float2(wh[i]), xf = __half22float2(xh[i]);
-        a = fmaf(wf.x, xf.x, a);
-        a = fmaf(wf.y, xf.y, a);
-    }
-    return a;
 }
 
 /* The o GEMV; MERGE: x merged by the block into shared memory (B), else read from L.x (A). B's merge: a

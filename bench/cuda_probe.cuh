@@ -1,10 +1,12 @@
 /* What the device probes of bench/ (cuda_*_probe.cu) share: CK, a CUDA
  * runtime call checked, the program ended with the call's text on failure
- * (a probe has nothing to unwind). */
+ * (a probe has nothing to unwind); ldw, 16 bytes of weights read past L1;
+ * dot8, 8 fp16 weights against 8 fp16 x added to an fp32 sum in order. */
 #pragma once
 #include <cstdio>
 #include <cstdlib>
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #define CK(x)                                                                                    \
@@ -15,3 +17,23 @@
             exit(1);                                                                             \
         }                                                                                        \
     } while (0)
+
+__device__ __forceinline__ uint4 ldw(const __half *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float dot8(uint4 w, uint4 x, float a)
+{
+    const __half2 *wh = reinterpret_cast<const __half2 *>(&w), *xh = reinterpret_cast<const __half2 *>(&x);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 wf = __half22float2(wh[i]), xf = __half22float2(xh[i]);
+        a = fmaf(wf.x, xf.x, a);
+        a = fmaf(wf.y, xf.y, a);
+    }
+    return a;
+}
