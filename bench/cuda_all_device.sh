@@ -20,6 +20,7 @@
 #   icache): Nsight Compute on the kernel lab (test_kernels ${LABNCU_ARGS:---epi}), the kernels LABNCU_KERNELS
 #   names (a regex on mangled names; LABNCU_SKIP, LABNCU_COUNT; LABNCU_ENV, default GRAFT_CUDA_ROWS_V8=2: the
 #   lab's settings), with no E2B pipeline to wait for;
+#   also "probes" (before skeleton): bench/cuda_chain_probe.cu and cuda_merge_probe.cu, packed by prepare;
 #   also "ncu" (after profile): Nsight Compute's launch, warp-state and instruction sections for the
 #   kernels NCU_KERNELS names (a regex on mangled names) in E2B decode, and every kernel's SASS size
 #   (NCU_EXTRA: more ncu arguments for both, e.g. "--metrics regex:..." for each stall reason's share);
@@ -39,6 +40,9 @@ if [ "${1:-}" = prepare ]; then
     DEVCARRY=build/pack bash bench/cuda_e2b_device.sh prepare >/dev/null || exit 1
     ck=$(tests/cuda/build.sh build/ck) || exit 1
     cp "$ck" build/pack/ || exit 1
+    # the device probes of bench/ (cuda_*_probe.cu), for the "probes" step
+    make BUILD=${BUILD:-build/cudart} ${BUILD:-build/cudart}/bench/chain_probe ${BUILD:-build/cudart}/bench/merge_probe \
+        >/dev/null && cp ${BUILD:-build/cudart}/bench/chain_probe ${BUILD:-build/cudart}/bench/merge_probe build/pack/ || exit 1
     # AB_FROM=DIR (a `cuda_e2b_device.sh prepare` of the build to compare against): its graft and
     # libgraft_cuda.so as ab/ in this pack, where xz's large dictionary stores only what differs
     if [ -n "${AB_FROM:-}" ]; then
@@ -139,6 +143,15 @@ if has labncu && [ "$(left)" -gt 60 ]; then
     else
         echo "no ncu on this machine"
     fi
+fi
+if has probes; then
+    # bench/cuda_chain_probe.cu and cuda_merge_probe.cu: a launch boundary against a grid barrier, and the
+    # attention's merge kernel against the o GEMV merging in its prologue (tables; each checked against fp64)
+    for pr in chain_probe merge_probe; do
+        [ -x .devcarry-rt/$pr ] || { echo "$pr: not in this pack"; continue; }
+        step "$pr"
+        timeout 90 .devcarry-rt/$pr 2>&1 | grep -v "outputs unlike" | tee "$OUT/$pr.log" | grep -E "^\||probe:|SMs"
+    done
 fi
 if has skeleton; then
     step "the E2B step's GEMVs chained in a CUDA graph (test_kernels --skeleton)"
