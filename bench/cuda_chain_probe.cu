@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "kernels/cuda/gcuda_common.cuh" /* gc_pdl_wait, gc_pdl_trigger, gc_launch */
-#include "bench/cuda_probe.cuh" /* CK, ldw, dot8 */
+#include "bench/cuda_probe.cuh" /* CK, ms_of, probe_rng, ldw, dot8 */
 
 #define THREADS 256
 #define RPB (THREADS / 32) /* rows a block: a warp a row */
@@ -249,13 +249,6 @@ __global__ void __launch_bounds__(THREADS) chain_ticket_kernel(const chain *cp, 
     }
 }
 
-static float ms_of(cudaEvent_t a, cudaEvent_t b)
-{
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    return ms;
-}
-
 int main(int argc, char **argv)
 {
     const int L = argc > 1 ? atoi(argv[1]) : 35, bps_ask = argc > 2 ? atoi(argv[2]) : 0;
@@ -297,11 +290,7 @@ int main(int argc, char **argv)
     h.count = G;
     size_t bytes = 0, maxn = 0;
     std::vector<std::vector<__half>> hw(G);
-    uint64_t s = 0x9e3779b97f4a7c15ull;
-    auto rnd = [&] { /* xorshift64*, in [-1, 1) */
-        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-        return (float)((s * 2685821657736338717ull) >> 40) / (float)(1 << 23) - 1.0f;
-    };
+    probe_rng rnd{0x9e3779b97f4a7c15ull};
     for (int i = 0; i < G; i++) {
         const int n = shapes[i % 6][0], k = shapes[i % 6][1];
         hw[i].resize((size_t)n * k);

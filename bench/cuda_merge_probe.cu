@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "kernels/cuda/gcuda_common.cuh" /* gc_pdl_wait, gc_pdl_trigger, gc_launch */
-#include "bench/cuda_probe.cuh"          /* CK, ldw, dot8 */
+#include "bench/cuda_probe.cuh"          /* CK, ms_of, probe_rng, ldw, dot8 */
 
 #define THREADS 256
 #define RPB (THREADS / 32)
@@ -187,13 +187,6 @@ template <bool MERGE> static void launch_o(int hd, cudaStream_t st, const layer 
     else gc_launch(true, o_kernel<MERGE, 512>, dim3(N_OUT / RPB), dim3(THREADS), 0, st, L, S);
 }
 
-static float ms_of(cudaEvent_t a, cudaEvent_t b)
-{
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    return ms;
-}
-
 int main()
 {
     cudaDeviceProp p;
@@ -202,11 +195,7 @@ int main()
            p.name, p.multiProcessorCount, LAYERS, N_OUT, HQ);
     printf("| head_dim | splits with keys | A: merge kernel + o | B: o merging in its prologue | B - A | "
            "max error A, B (of max abs y) |\n|---:|---:|---:|---:|---:|---:|\n");
-    uint64_t seed = 0x2545f4914f6cdd1dull;
-    auto rnd = [&] { /* in [-1, 1) */
-        seed ^= seed >> 12, seed ^= seed << 25, seed ^= seed >> 27;
-        return (float)((seed * 2685821657736338717ull) >> 40) / (float)(1 << 23) - 1.0f;
-    };
+    probe_rng rnd{0x2545f4914f6cdd1dull};
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaEvent_t e0, e1;

@@ -1,10 +1,14 @@
 /* What the device probes of bench/ (cuda_*_probe.cu) share: CK, a CUDA
  * runtime call checked, the program ended with the call's text on failure
- * (a probe has nothing to unwind); ldw, 16 bytes of weights read past L1;
- * dot8, 8 fp16 weights against 8 fp16 x added to an fp32 sum in order. */
+ * (a probe has nothing to unwind); ms_of, the milliseconds between two
+ * events; probe_rng, xorshift64* values in [-1, 1) from a seed; ldw, 16
+ * bytes of weights read past L1; dot8, 8 fp16 weights against 8 fp16 x
+ * added to an fp32 sum in order. */
 #pragma once
 #include <cstdio>
 #include <cstdlib>
+
+#include <cstdint>
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -17,6 +21,22 @@
             exit(1);                                                                             \
         }                                                                                        \
     } while (0)
+
+static inline float ms_of(cudaEvent_t a, cudaEvent_t b)
+{
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+}
+
+struct probe_rng {
+    uint64_t s;
+    float operator()()
+    {
+        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+        return (float)((s * 2685821657736338717ull) >> 40) / (float)(1 << 23) - 1.0f;
+    }
+};
 
 __device__ __forceinline__ uint4 ldw(const __half *p)
 {

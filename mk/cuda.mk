@@ -22,7 +22,8 @@ test-cuda: $(CUDA_TEST)
 	$(CUDA_TEST)
 
 # The device probes of bench/ (bench/cuda_*_probe.cu: the copy engine's
-# rate; a kernel boundary against a grid barrier), built here so that every
+# rate; a kernel boundary against a grid barrier; the attention's merge kernel
+# against the o GEMV merging in its prologue), built here so that every
 # build compiles them; run on a GPU machine (their headers say how).
 CUDA_PROBES := $(BUILD)/bench/bulk_probe $(BUILD)/bench/chain_probe $(BUILD)/bench/merge_probe
 all: $(CUDA_PROBES)
