@@ -306,12 +306,12 @@ __device__ __forceinline__ void go_norm_chain_regs(const gops_fuse &f, I row, fl
     for (int e = 0; e < EPT; e++) ss += v[e] * v[e];
     ss = gc_block_sum(ss, scratch);
     float q = ss / (float)dim + f.eps;
-    float inv = dt0 == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q), sq = sqrtf(q);
     if (f.norm_div) { /* one branch around the quotients, not one around each; v / sq without divisions */
-        const float rs = 1.0f / sq;
+        const float sq = sqrtf(q), rs = 1.0f / sq;
 #pragma unroll
         for (int e = 0; e < EPT; e++) v[e] = go_round(f.norm_dtype, gc_div_r(v[e], sq, rs));
     } else {
+        const float inv = dt0 == GRAFT_DTYPE_FLOAT ? 1.0f / sqrtf(q) : rsqrtf(q);
 #pragma unroll
         for (int e = 0; e < EPT; e++) v[e] = go_round(f.norm_dtype, v[e] * inv * g[e]);
     }
@@ -418,11 +418,22 @@ template <typename T> __device__ __forceinline__ void go_st8(void *p, int64_t i,
     *reinterpret_cast<uint4 *>((T *)p + i) = o.u;
 }
 
+/* A block sum of a 2-byte row's kernels: gc_block_sum, or with NW1 (the
+ * block's warps, known when compiled) gc_block_sum1 over scratch slot
+ * `slot` (32 floats each; a row's second sum takes slot 1): the same bits
+ * with one barrier fewer. */
+template <int NW1> __device__ __forceinline__ float go_bsum(float v, float *scratch, int slot)
+{
+    if constexpr (NW1 > 0) return gc_block_sum1<NW1>(v, scratch + 32 * slot);
+    return gc_block_sum(v, scratch);
+}
+
 /* A 2-byte row's RMSNorm, 8 elements a thread (v, fp32; zero past the
- * row): the block's sum of squares, then v * rsqrt(mean + eps) * gamma
- * (the word gv; has_gamma false: 1), or v / sqrt(mean + eps) (norm_div),
- * not rounded. All threads call it (a block sum). */
-template <typename T>
+ * row): the block's sum of squares (go_bsum's first slot), then v *
+ * rsqrt(mean + eps) * gamma (the word gv; has_gamma false: 1), or v /
+ * sqrt(mean + eps) (norm_div), not rounded. All threads call it (a block
+ * sum). */
+template <typename T, int NW1 = 0>
 __device__ __forceinline__ void go_row8_scale(float *v, uint4 gv, bool has_gamma, int dim, float eps, int norm_div,
                                               float *scratch)
 {
@@ -430,13 +441,14 @@ __device__ __forceinline__ void go_row8_scale(float *v, uint4 gv, bool has_gamma
     gc_unpack<T>(gv, g);
 #pragma unroll
     for (int e = 0; e < 8; e++) ss += v[e] * v[e];
-    ss = gc_block_sum(ss, scratch);
-    const float q = ss / (float)dim + eps, inv = rsqrtf(q), sq = sqrtf(q);
+    ss = go_bsum<NW1>(ss, scratch, 0);
+    const float q = ss / (float)dim + eps;
     if (norm_div) { /* one branch around the eight quotients, not one around each; v / sq without divisions */
-        const float rs = 1.0f / sq;
+        const float sq = sqrtf(q), rs = 1.0f / sq; /* the square root only here: off rsqrt's path */
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = gc_div_r(v[e], sq, rs);
     } else {
+        const float inv = rsqrtf(q);
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = v[e] * inv * (has_gamma ? g[e] : 1.0f);
     }
@@ -449,7 +461,7 @@ __device__ __forceinline__ void go_row8_scale(float *v, uint4 gv, bool has_gamma
  * after whatever the caller has put in flight, then v = the row's RMSNorm
  * (times gamma, or over sqrt(mean + eps) with norm_div), not yet rounded.
  * All threads call it (a block sum). */
-template <typename T, typename I, bool CG>
+template <typename T, typename I, bool CG, int NW1 = 0>
 __device__ __forceinline__ void go_row8_norm(const gops_fuse &f, I at, int c, bool on, float *v, uint4 &sx, uint4 &sb,
                                              uint4 &sg, float *scratch)
 {
@@ -466,7 +478,7 @@ __device__ __forceinline__ void go_row8_norm(const gops_fuse &f, I at, int c, bo
         }
     }
     gc_unpack<T>(xv, v);
-    go_row8_scale<T>(v, gv, f.gamma != NULL, (int)f.norm_dim, f.eps, f.norm_div, scratch);
+    go_row8_scale<T, NW1>(v, gv, f.gamma != NULL, (int)f.norm_dim, f.eps, f.norm_div, scratch);
 }
 
 /* The end of a 2-byte norm-headed row held 8 elements a thread from
@@ -474,7 +486,7 @@ __device__ __forceinline__ void go_row8_norm(const gops_fuse &f, I at, int c, bo
  * values v stored, then the skip norm after them (f.sk_y) from its x, bias
  * and gamma words sx, sb, sg, loaded before the norm's block sum: t =
  * round(c) + x (+ bias), as go_norm_chain_row_ept. All threads call it. */
-template <typename T, typename I>
+template <typename T, typename I, int NW1 = 0>
 __device__ __forceinline__ void go_row8_end(const gops_fuse &f, I at, bool on, const float *v, uint4 sx, uint4 sb,
                                             uint4 sg, float *scratch)
 {
@@ -490,7 +502,7 @@ __device__ __forceinline__ void go_row8_end(const gops_fuse &f, I at, bool on, c
         if (f.sk_bias) t[e] += b[e];
         ss += t[e] * t[e];
     }
-    ss = gc_block_sum(ss, scratch);
+    ss = go_bsum<NW1>(ss, scratch, 1);
     const float inv2 = rsqrtf(ss / (float)(int)f.norm_dim + f.sk_eps);
     if (!on) return;
     if (f.sk_sum) go_st8<T>(f.sk_sum, at, t);
@@ -499,7 +511,7 @@ __device__ __forceinline__ void go_row8_end(const gops_fuse &f, I at, bool on, c
     go_st8<T>(f.sk_y, at, t);
 }
 
-template <typename T, typename I, bool CG>
+template <typename T, typename I, bool CG, int NW1 = 0>
 __device__ __forceinline__ void go_norm_chain_row_v8(const gops_fuse &f, I row, float *scratch)
 {
     static_assert(GO_V8_LEAVES == 3, "the selects below name three leaves");
@@ -532,7 +544,7 @@ __device__ __forceinline__ void go_norm_chain_row_v8(const gops_fuse &f, I row, 
     }
     float v[8];
     uint4 sx, sb, sg;
-    go_row8_norm<T, I, CG>(f, at, c, on, v, sx, sb, sg, scratch);
+    go_row8_norm<T, I, CG, NW1>(f, at, c, on, v, sx, sb, sg, scratch);
 #pragma unroll
     for (int e = 0; e < 8; e++) v[e] = go_round(f.norm_dtype, v[e]);
     for (int k = 0, j = 0; k < f.n_ins; k++) {
@@ -549,7 +561,7 @@ __device__ __forceinline__ void go_norm_chain_row_v8(const gops_fuse &f, I row, 
         }
         go_ins_ept<8>(in, v, o);
     }
-    go_row8_end<T, I>(f, at, on, v, sx, sb, sg, scratch);
+    go_row8_end<T, I, NW1>(f, at, on, v, sx, sb, sg, scratch);
 }
 
 /* One row of an RMSNorm-headed chain: leaf 0's elements [row, row +

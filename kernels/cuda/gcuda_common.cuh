@@ -354,6 +354,46 @@ __device__ __forceinline__ bool gc_last_block(unsigned *counter, unsigned blocks
     return last;
 }
 
+/* s[j] += s[j + O] for j < O, then the half below (gc_block_sum1's fold;
+ * a template, so that every loop is unrolled and s stays in registers). */
+template <int O> struct gc_fold {
+    static __device__ __forceinline__ void run(float *s)
+    {
+#pragma unroll
+        for (int j = 0; j < O; j++) s[j] += s[j + O];
+        gc_fold<O / 2>::run(s);
+    }
+};
+template <> struct gc_fold<0> {
+    static __device__ __forceinline__ void run(float *) {}
+};
+
+/* gc_block_sum's result, the same bits, with one barrier instead of two:
+ * each warp's sum to scratch, then every thread adds the NW warp sums
+ * (NW = blockDim.x / 32) itself, in the order gc_warp_sum's butterfly adds
+ * them over lanes holding them and zeros (each add is commutative, so
+ * every lane's butterfly ends on this value). The warp sums' second
+ * butterfly and the barrier after it leave the critical path of a
+ * prologue's norm. scratch: 32 floats, not written again before the
+ * block's next barrier (a second sum takes other scratch). */
+template <int NW> __device__ __forceinline__ float gc_block_sum1(float v, float *scratch)
+{
+    static_assert(NW >= 1 && NW <= 32 && (NW & (NW - 1)) == 0, "gc_block_sum1: warps a block, a power of 2");
+    v = gc_warp_sum(v);
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s[NW];
+#pragma unroll
+    for (int j = 0; j < NW; j++) s[j] = scratch[j];
+    /* the butterfly's steps 16 .. NW: lanes below NW add a lane of zeros (+0, which makes a -0 +0) */
+#pragma unroll
+    for (int o = NW; o < 32; o *= 2)
+#pragma unroll
+        for (int j = 0; j < NW; j++) s[j] += 0.0f;
+    gc_fold<NW / 2>::run(s); /* steps NW / 2 .. 1 */
+    return s[0];
+}
+
 /* Maximum over the block, same contract as gc_block_sum. */
 __device__ __forceinline__ float gc_block_max(float v, float *scratch)
 {

@@ -299,7 +299,7 @@ __device__ __forceinline__ void rows_chain_pro_compact(const rows_set &set, int 
     }
     float v[8];
     gc_unpack<T>(xv, v);
-    go_row8_scale<T>(v, cg, cp.gamma != NULL, K, cp.eps, cp.norm_div, scratch);
+    go_row8_scale<T, ROWS_THREADS / 32>(v, cg, cp.gamma != NULL, K, cp.eps, cp.norm_div, scratch);
     rows_compact_apply<T>(cp.cc, lv, ls, v);
 #pragma unroll
     for (int e = 0; e < 8; e++) v[e] = on ? gc_f(gc_to<T>(v[e])) : 0.0f; /* c as stored */
@@ -319,7 +319,7 @@ __device__ __forceinline__ void rows_chain_pro_compact(const rows_set &set, int 
         float ss = 0.0f, g[8];
 #pragma unroll
         for (int e = 0; e < 8; e++) ss += v[e] * v[e];
-        ss = gc_block_sum(ss, scratch);
+        ss = go_bsum<ROWS_THREADS / 32>(ss, scratch, 1);
         const float inv = gc_rsqrt<T>(ss / (float)K + set.pro.eps);
         gc_unpack<T>(gv, g);
 #pragma unroll
@@ -376,7 +376,7 @@ __device__ __forceinline__ const T *rows_pro_x(const T *x, const rows_set &set, 
         extern __shared__ uint4 rows_xs[];
         T *xs = reinterpret_cast<T *>(rows_xs);
         if constexpr (PRO == 4 && sizeof(T) == 2) {
-            __shared__ float scratch[32];
+            __shared__ float scratch[64]; /* two slots (go_bsum) */
             rows_chain_pro_compact<T>(set, K, xs, scratch);
         } else if constexpr (PRO == 3) {
             rows_chain_pro<T>(tail, set, K, xs);
@@ -494,9 +494,9 @@ __device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gop
     rows_compact_load<T>(set.cc, [&](int j) { return f.leaf[set.cc.leaf[j]]; }, c, on, lv, ls);
     float v[8];
     uint4 sx, sb, sg;
-    go_row8_norm<T, int, true>(f, c, c, on, v, sx, sb, sg, scratch);
+    go_row8_norm<T, int, true, ROWS_THREADS / 32>(f, c, c, on, v, sx, sb, sg, scratch);
     rows_compact_apply<T>(set.cc, lv, ls, v);
-    go_row8_end<T, int>(f, c, on, v, sx, sb, sg, scratch);
+    go_row8_end<T, int, ROWS_THREADS / 32>(f, c, on, v, sx, sb, sg, scratch);
 }
 
 /* EPI 2: the last block of the grid to end runs the norm-headed chain over
@@ -505,11 +505,12 @@ __device__ __forceinline__ void rows_norm_compact(const rows_set &set, const gop
 template <typename T>
 __device__ __forceinline__ void rows_last_block(const rows_set &set, const gops_fuse &tail, unsigned *counter)
 {
-    __shared__ float scratch[32];
+    __shared__ float scratch[64]; /* two slots (go_bsum) */
     if (!gc_last_block(counter, gridDim.x)) return;
     if constexpr (sizeof(T) == 2) {
         if (set.v8 == 2) rows_norm_compact<T>(set, tail, scratch);
-        else if (set.v8) go_norm_chain_row_v8<T, int, true>(tail, 0, scratch); /* go_norm_v8_ok: the host's */
+        else if (set.v8) /* go_norm_v8_ok: the host's */
+            go_norm_chain_row_v8<T, int, true, ROWS_THREADS / 32>(tail, 0, scratch);
         else go_norm_chain_row<int, true>(tail, 0, scratch);
     } else {
         go_norm_chain_row<int, true>(tail, 0, scratch);

@@ -613,6 +613,40 @@ static void test_div_r()
     release_all();
 }
 
+/* gc_block_sum1 (one barrier; the compact chain prologue's and a 2-byte last
+ * block's norms) against gc_block_sum, bit for bit, in every thread: NW
+ * warps a block, values of mixed signs and magnitudes from an xorshift of
+ * each thread's own, every eighth block all zeros of either sign (the
+ * butterfly's added zeros turn a -0 sum into +0: both must agree). */
+template <int NW> __global__ void __launch_bounds__(NW * 32) bsum1_kernel(unsigned long long seed, unsigned *bad)
+{
+    __shared__ float s0[32], s1[32];
+    unsigned long long s = seed ^ (0x9E3779B97F4A7C15ull * (blockIdx.x * blockDim.x + threadIdx.x + 1));
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    const unsigned u = (unsigned)s;
+    float v = __uint_as_float((u & 0x80000000u) | (0x30000000u + (u >> 1) % 0x18000000u)); /* 2^-31 .. 2^17 */
+    if (blockIdx.x % 8 == 7) v = u & 1u ? -0.0f : 0.0f;
+    const float a = gc_block_sum(v, s0), b = gc_block_sum1<NW>(v, s1);
+    if (__float_as_uint(a) != __float_as_uint(b)) atomicAdd(bad, 1u);
+}
+
+static void test_block_sum1()
+{
+    unsigned *d = (unsigned *)dalloc(2 * sizeof(unsigned)), h[2];
+    CUCK(cudaMemset(d, 0, 2 * sizeof(unsigned)));
+    bsum1_kernel<8><<<4096, 256>>>(0xb5b5b5b5ull, d);
+    bsum1_kernel<32><<<1024, 1024>>>(0x1234abcdull, d + 1);
+    CUCK(cudaGetLastError());
+    CUCK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    check("gc_block_sum1 against gc_block_sum: threads that differ", "4096 blocks of 256 threads",
+          GRAFT_DTYPE_FLOAT, {(float)h[0]}, {0.0});
+    check("gc_block_sum1 against gc_block_sum: threads that differ", "1024 blocks of 1024 threads",
+          GRAFT_DTYPE_FLOAT, {(float)h[1]}, {0.0});
+    release_all();
+}
+
 /* gops_copy_words from host memory the device maps (the executor's lengths, a kernel node at a step's start)
  * and from device memory; the words past n untouched */
 static void test_copy_words()
@@ -2816,6 +2850,7 @@ int main(int argc, char **argv)
     }
 
     test_div_r();
+    test_block_sum1();
     test_copy_words();
     for (int dt : DTYPES) {
         test_rmsnorm(dt, 1, 64, false);
