@@ -32,8 +32,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cuda/gcuda_common.cuh" /* gc_pdl_wait, gc_pdl_trigger, gc_launch */
-#include "bench/cuda_probe.cuh"          /* CK, ms_of, probe_rng, ldw, dot8 */
+#include "kernels/cuda/gcuda_common.cuh" /* gc_pdl_wait, gc_pdl_trigger, gc_launch, gc_attn_merge8 */
+#include "bench/cuda_probe.cuh"          /* CK, ms_of, probe_rng, probe_weights, ldw, dot8 */
 
 #define THREADS 256
 #define RPB (THREADS / 32)
@@ -59,44 +59,17 @@ __global__ void __launch_bounds__(THREADS) attn_standin_kernel(layer L, int n_o,
     for (int i = blockIdx.x * THREADS + threadIdx.x; i < n_ml; i += gridDim.x * THREADS) L.ml[i] = L.src_ml[i];
 }
 
-/* A's merge: a copy of attn_combine_kernel's (kernels/cuda/attention.cu, where it is internal to the decode
- * attention's launch), so that the probe times graft's form on its own; grid: heads, hd / 64. */
+/* A's merge: attn_combine_kernel's launch (kernels/cuda/attention.cu, where it is internal to the decode
+ * attention's) around the same gc_attn_merge8, so that the probe times graft's form on its own; grid: heads,
+ * hd / 64. */
 __global__ void __launch_bounds__(THREADS) merge_kernel(layer L, int S, int hd)
 {
     const int qh = blockIdx.x, lane = threadIdx.x & 31, col = blockIdx.y * 64 + 8 * (int)(threadIdx.x >> 5);
     gc_pdl_wait();
     gc_pdl_trigger();
     if (col >= hd) return;
-    const size_t row0 = (size_t)qh * S;
-    float M = -INFINITY, den = 0.0f, o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    for (int s = lane; s < S; s += 32) {
-        const float2 ml = *reinterpret_cast<const float2 *>(L.ml + (row0 + s) * 2);
-        const float4 *src = reinterpret_cast<const float4 *>(L.opart + (row0 + s) * hd + col);
-        const float4 v0 = src[0], v1 = src[1];
-        if (!(ml.y > 0.0f)) continue;
-        const float Mn = fmaxf(M, ml.x), a = M == -INFINITY ? 0.0f : __expf(M - Mn), w = __expf(ml.x - Mn);
-        const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-        den = den * a + ml.y * w;
-#pragma unroll
-        for (int e = 0; e < 8; e++) o[e] = o[e] * a + v[e] * w;
-        M = Mn;
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        const float M2 = __shfl_xor_sync(0xffffffffu, M, off), d2 = __shfl_xor_sync(0xffffffffu, den, off);
-        const float Mn = fmaxf(M, M2);
-        const float a = M == -INFINITY ? 0.0f : __expf(M - Mn), c = M2 == -INFINITY ? 0.0f : __expf(M2 - Mn);
-        den = den * a + d2 * c;
-#pragma unroll
-        for (int e = 0; e < 8; e++) o[e] = o[e] * a + __shfl_xor_sync(0xffffffffu, o[e], off) * c;
-        M = Mn;
-    }
-    if (lane < 8) {
-        float r = o[0];
-#pragma unroll
-        for (int e = 1; e < 8; e++) r = lane == e ? o[e] : r;
-        L.x[qh * hd + col + lane] = __float2half_rn(den > 0.0f ? r / den : 0.0f);
-    }
+    const float r = gc_attn_merge8<__half>(L.ml, L.opart, (size_t)qh * S, S, hd, col, lane);
+    if (lane < 8) L.x[qh * hd + col + lane] = __float2half_rn(r);
 }
 
 /* The o GEMV; MERGE: x merged by the block into shared memory (B), else read from L.x (A). B's merge: a
@@ -206,15 +179,7 @@ int main()
         const int K = HQ * hd;
         std::vector<std::vector<__half>> hw(LAYERS); /* the layers' o weights, for every S */
         std::vector<const __half *> dw(LAYERS);
-        for (int l = 0; l < LAYERS; l++) {
-            hw[l].resize((size_t)N_OUT * K);
-            const float sc = sqrtf(3.0f / (float)K);
-            for (auto &v : hw[l]) v = __float2half_rn(rnd() * sc);
-            void *d;
-            CK(cudaMalloc(&d, hw[l].size() * sizeof(__half)));
-            CK(cudaMemcpy(d, hw[l].data(), hw[l].size() * sizeof(__half), cudaMemcpyHostToDevice));
-            dw[l] = (const __half *)d;
-        }
+        for (int l = 0; l < LAYERS; l++) dw[l] = probe_weights(rnd, N_OUT, K, hw[l]);
         for (int S : {1, 2, 4, 6, 8, 16, 64}) {
             const int n_o = HQ * S * hd, n_ml = HQ * S * 2;
             std::vector<layer> Ls(LAYERS);

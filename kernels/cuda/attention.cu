@@ -746,36 +746,8 @@ template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_comb
     gc_pdl_trigger();
     if (col >= hd) return;
     const size_t row0 = ((size_t)b * p.Hq + qh) * p.nsplit;
-    float M = -INFINITY, den = 0.0f, o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 2
-    for (int s = lane; s < S; s += 32) {
-        const float2 ml = *reinterpret_cast<const float2 *>(p.ml + (row0 + s) * 2);
-        const float4 *src = reinterpret_cast<const float4 *>(p.opart + (row0 + s) * hd + col);
-        const float4 v0 = src[0], v1 = src[1];
-        if (!(ml.y > 0.0f)) continue;
-        const float Mn = fmaxf(M, ml.x), a = M == -INFINITY ? 0.0f : gc_exp<T>(M - Mn), w = gc_exp<T>(ml.x - Mn);
-        const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-        den = den * a + ml.y * w;
-#pragma unroll
-        for (int e = 0; e < 8; e++) o[e] = o[e] * a + v[e] * w;
-        M = Mn;
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        const float M2 = __shfl_xor_sync(0xffffffffu, M, off), d2 = __shfl_xor_sync(0xffffffffu, den, off);
-        const float Mn = fmaxf(M, M2);
-        const float a = M == -INFINITY ? 0.0f : gc_exp<T>(M - Mn), c = M2 == -INFINITY ? 0.0f : gc_exp<T>(M2 - Mn);
-        den = den * a + d2 * c;
-#pragma unroll
-        for (int e = 0; e < 8; e++) o[e] = o[e] * a + __shfl_xor_sync(0xffffffffu, o[e], off) * c;
-        M = Mn;
-    }
-    if (lane < 8) {
-        float r = o[0];
-#pragma unroll
-        for (int e = 1; e < 8; e++) r = lane == e ? o[e] : r;
-        ((T *)p.out)[((size_t)b * p.Hq + qh) * hd + col + lane] = gc_to<T>(den > 0.0f ? r * (1.0f / den) : 0.0f);
-    }
+    const float r = gc_attn_merge8<T>(p.ml, p.opart, row0, S, hd, col, lane);
+    if (lane < 8) ((T *)p.out)[((size_t)b * p.Hq + qh) * hd + col + lane] = gc_to<T>(r);
 }
 
 static graft_status attn_combine_go(int dtype, const attn_params *p, gcuda_stream s, graft_error *err)

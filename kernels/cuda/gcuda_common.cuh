@@ -68,6 +68,48 @@ template <typename T> __device__ __forceinline__ float gc_exp(float x)
     if constexpr (sizeof(T) == 4) return expf(x);
     else return __expf(x);
 }
+/* The decode attention's merge of S splits for the 8 columns from col (a
+ * warp's; attn_combine_kernel, and bench/cuda_merge_probe.cu's copy of its
+ * launch): split s has its max and sum at ml[2 (row0 + s)] and its partial
+ * output at opart[(row0 + s) hd]; lane j takes the splits j, j + 32, ...
+ * (each one's loads issued at once), merges them online, then across the
+ * warp by shuffles. Returns column col + lane's value in lanes 0-7 (the
+ * others: unused), sum_s w_s o_s / sum_s w_s l_s with w_s = exp(m_s - max
+ * m), 0 where no split held a key. T: the storage type (gc_exp). */
+template <typename T>
+__device__ __forceinline__ float gc_attn_merge8(const float *ml, const float *opart, size_t row0, int S, int hd,
+                                                int col, int lane)
+{
+    float M = -INFINITY, den = 0.0f, o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 2
+    for (int s = lane; s < S; s += 32) {
+        const float2 st = *reinterpret_cast<const float2 *>(ml + (row0 + s) * 2);
+        const float4 *src = reinterpret_cast<const float4 *>(opart + (row0 + s) * hd + col);
+        const float4 v0 = src[0], v1 = src[1];
+        if (!(st.y > 0.0f)) continue;
+        const float Mn = fmaxf(M, st.x), a = M == -INFINITY ? 0.0f : gc_exp<T>(M - Mn), w = gc_exp<T>(st.x - Mn);
+        const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+        den = den * a + st.y * w;
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[e] = o[e] * a + v[e] * w;
+        M = Mn;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const float M2 = __shfl_xor_sync(0xffffffffu, M, off), d2 = __shfl_xor_sync(0xffffffffu, den, off);
+        const float Mn = fmaxf(M, M2);
+        const float a = M == -INFINITY ? 0.0f : gc_exp<T>(M - Mn), c = M2 == -INFINITY ? 0.0f : gc_exp<T>(M2 - Mn);
+        den = den * a + d2 * c;
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[e] = o[e] * a + __shfl_xor_sync(0xffffffffu, o[e], off) * c;
+        M = Mn;
+    }
+    float r = o[0];
+#pragma unroll
+    for (int e = 1; e < 8; e++) r = lane == e ? o[e] : r;
+    return den > 0.0f ? r * (1.0f / den) : 0.0f;
+}
+
 /* a / b rounded as a / b is, from r = 1 / b (the caller's, once for many a) and one residual step
  * (Markstein's theorem): three instructions where each division inlines a dozen and a slow path. Equal to
  * a / b bit for bit wherever |a| and |a / b| are at least 2^-100 and a / b is finite (test_kernels'
