@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "kernels/cuda/gcuda_common.cuh" /* gc_pdl_wait, gc_pdl_trigger, gc_launch */
-#include "bench/cuda_probe.cuh" /* CK, ms_of, probe_rng, ldw, dot8 */
+#include "bench/cuda_probe.cuh" /* CK, ms_of, probe_rng, probe_weights, ldw, dot8 */
 
 #define THREADS 256
 #define RPB (THREADS / 32) /* rows a block: a warp a row */
@@ -293,13 +293,7 @@ int main(int argc, char **argv)
     probe_rng rnd{0x9e3779b97f4a7c15ull};
     for (int i = 0; i < G; i++) {
         const int n = shapes[i % 6][0], k = shapes[i % 6][1];
-        hw[i].resize((size_t)n * k);
-        const float sc = sqrtf(3.0f / (float)k);
-        for (auto &v : hw[i]) v = __float2half_rn(rnd() * sc);
-        __half *d;
-        CK(cudaMalloc(&d, hw[i].size() * sizeof(__half)));
-        CK(cudaMemcpy(d, hw[i].data(), hw[i].size() * sizeof(__half), cudaMemcpyHostToDevice));
-        h.g[i] = {d, n, k};
+        h.g[i] = {probe_weights(rnd, n, k, hw[i]), n, k};
         bytes += hw[i].size() * sizeof(__half);
         maxn = std::max(maxn, (size_t)std::max(n, k));
     }

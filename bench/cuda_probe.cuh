@@ -1,14 +1,17 @@
 /* What the device probes of bench/ (cuda_*_probe.cu) share: CK, a CUDA
  * runtime call checked, the program ended with the call's text on failure
  * (a probe has nothing to unwind); ms_of, the milliseconds between two
- * events; probe_rng, xorshift64* values in [-1, 1) from a seed; ldw, 16
+ * events; probe_rng, xorshift64* values in [-1, 1) from a seed;
+ * probe_weights, a random fp16 matrix on the host and the device; ldw, 16
  * bytes of weights read past L1; dot8, 8 fp16 weights against 8 fp16 x
  * added to an fp32 sum in order. */
 #pragma once
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include <cstdint>
+#include <vector>
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -37,6 +40,19 @@ struct probe_rng {
         return (float)((s * 2685821657736338717ull) >> 40) / (float)(1 << 23) - 1.0f;
     }
 };
+
+/* An n x k fp16 matrix uniform in +-sqrt(3 / k) (a GEMV's outputs keep x's scale), drawn from rnd into hw
+ * (kept for the fp64 reference) and uploaded: its device copy. */
+static inline __half *probe_weights(probe_rng &rnd, int n, int k, std::vector<__half> &hw)
+{
+    hw.resize((size_t)n * k);
+    const float sc = sqrtf(3.0f / (float)k);
+    for (auto &v : hw) v = __float2half_rn(rnd() * sc);
+    __half *d;
+    CK(cudaMalloc(&d, hw.size() * sizeof(__half)));
+    CK(cudaMemcpy(d, hw.data(), hw.size() * sizeof(__half), cudaMemcpyHostToDevice));
+    return d;
+}
 
 __device__ __forceinline__ uint4 ldw(const __half *p)
 {
