@@ -97,8 +97,6 @@ typedef struct rows_set {
                       * EPIs named; measured slower, H100 session 26: E2B 360 tok/s against 383; so were two
                       * groups in flight a block, session 33: H100 385 against 408, H200 430 against 460) */
     gcuda_prefetch_set pf; /* asked of L2 by the whole grid before the wait (gcuda_gemv_rows_prefetch_next) */
-    int bulk;              /* PRO 4, EPI 0 and 1: the block's weights copied into shared memory before the wait, at
-                            * most this many blocks an SM (rows_launch_bulk; GRAFT_CUDA_ROWS_BULK=1|2|3); 0: not */
 } rows_set;
 
 /* A 16-byte load that skips L1 (each weight byte is read once); ef: with
@@ -520,51 +518,6 @@ __device__ __forceinline__ void rows_last_block(const rows_set &set, const gops_
     if (threadIdx.x == 0) *counter = 0;
 }
 
-/* A bulk kernel's (set.bulk) layout of shared memory: x (rows_pro_x's xs)
- * first, then a slot a group of the block's, RPB rows of K elements in a
- * row (rows_bulk_off: the first slot's offset, in 16-byte chunks, rounded
- * up to 128 bytes). ROWS_BULK_G: the most groups a block (a warp issues
- * each group's copies). */
-#define ROWS_BULK_G 8
-template <typename T> __host__ __device__ constexpr size_t rows_bulk_off(int K)
-{
-    return ((size_t)K * sizeof(T) + 127) / 128 * 8;
-}
-
-/* Before the wait: warp gi's first thread copies the rows of the block's
- * group gi (blockIdx.x + gi gridDim.x) into its slot by the copy engine,
- * one cp.async.bulk a run of rows within one matrix, completing on
- * mbarrier bar[gi] (initialised by that thread; every other thread waits
- * on it only after the prologue's barrier). Reads only weights. */
-template <typename T, int TPR, int EPI>
-__device__ __forceinline__ void rows_bulk_issue(const rows_set &set, int K, int groups, bool ef, uint64_t pol,
-                                                uint64_t *bar)
-{
-    static_assert(EPI == 0 || EPI == 1, "a bulk kernel's rows are of one matrix each");
-    constexpr int RPB = ROWS_THREADS / TPR;
-    const int gi = (int)threadIdx.x >> 5, b = (int)blockIdx.x + gi * (int)gridDim.x;
-    if ((threadIdx.x & 31) != 0 || gi >= ROWS_BULK_G || b >= groups) return;
-    extern __shared__ uint4 rows_xs[];
-    const int rf = b * RPB, r1 = min(rf + RPB, set.rows);
-    const uint32_t rb = (uint32_t)K * (uint32_t)sizeof(T); /* a row's bytes */
-    const uint32_t slot = gc_smem_addr(rows_xs + rows_bulk_off<T>(K) + (size_t)gi * RPB * (K * sizeof(T) / 16));
-    const uint32_t bb = gc_smem_addr(bar + gi);
-    gc_mbar_init(bar + gi, 1);
-    gc_mbar_expect(bb, (uint32_t)(r1 - rf) * rb);
-    for (int r = rf; r < r1;) { /* a run of rows within matrix q */
-        const void *w;
-        void *y;
-        int r0, e = r1;
-        rows_matrix<EPI>(set, r, w, y, r0);
-#pragma unroll
-        for (int q = 1; q < GCUDA_GEMV_MAX; q++)
-            if (q < set.n && set.row0[q] > r && set.row0[q] < e) e = set.row0[q];
-        gc_bulk_copy(slot + (uint32_t)(r - rf) * rb, (const T *)w + (size_t)(r - r0) * K, (uint32_t)(e - r) * rb, bb,
-                     ef, pol);
-        r = e;
-    }
-}
-
 /* The kernels that rows_launch may give fewer blocks than groups: those
  * with a prologue (computed once a block) or a last-block chain (fewer
  * blocks counting in), and LOOP's (GRAFT_CUDA_ROWS_LOOP: the plain, the
@@ -590,11 +543,10 @@ template <int EPI, int PRO, bool LOOP = false> __host__ __device__ constexpr boo
  * EPI 0, spill 16 bytes, ptxas -v at 93a9d0d; 85-92 unbound; the general
  * chain's, PRO 3, takes 124 and spills 150 bytes held to 80, so it is
  * not). */
-template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false, bool BULK = false>
+template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false>
 __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 && !LOOP ? 6 : 5)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
 {
-    static_assert(!BULK || (VEC && PRO == 4 && !LOOP), "the bulk kernel: the compact chain prologue's, vectors");
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
     const int groups = (set.rows + RPB - 1) / RPB, lane = (int)threadIdx.x % TPR;
     if (set.pf.n) /* later weights asked of L2 first, while few registers are live */
@@ -603,11 +555,9 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
     const bool ef = set.l2ef;
     float inv = 1.0f;
     rows_at at = rows_locate<T, TPR, EPI>(set, (int)blockIdx.x, K), nx = at;
-    uint4 wv[VEC && !BULK ? U : 1];
-    __shared__ alignas(8) uint64_t rows_bar[BULK ? ROWS_BULK_G : 1];
-    if constexpr (BULK) rows_bulk_issue<T, TPR, EPI>(set, K, groups, ef, pol, rows_bar);
-    else if constexpr (VEC) rows_first<T, TPR, U, EPI>(at, K, lane, ef, pol, wv);
-    for (int b = (int)blockIdx.x, gi = 0;; gi++) {
+    uint4 wv[VEC ? U : 1];
+    if constexpr (VEC) rows_first<T, TPR, U, EPI>(at, K, lane, ef, pol, wv);
+    for (int b = (int)blockIdx.x;;) {
         const bool first = b == (int)blockIdx.x;
         /* the block's next group (none: a block a group) */
         const int nb = rows_loops<EPI, PRO, LOOP>() ? b + (int)gridDim.x : groups;
@@ -621,21 +571,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
             x = rows_pro_x<T, PRO>(x, set, K, tail);
             inv = rows_norm<T, PRO>(x, set, K);
         }
-        if constexpr (BULK) { /* the group's rows from its slot, once landed: the chunks in the order below */
-            extern __shared__ uint4 rows_xs[];
-            const int C = K / V;
-            gc_mbar_wait(gc_smem_addr(rows_bar + gi), 0);
-            const uint4 *ws = rows_xs + rows_bulk_off<T>(K) + ((size_t)gi * RPB + (int)threadIdx.x / TPR) * C;
-            if (live)
-                for (int c = lane; c < C; c += TPR) {
-                    float wf[V], xf[V];
-                    gc_unpack<T>(ws[c], wf);
-                    rows_x<T, PRO>(x, set, inv, c, xf);
-#pragma unroll
-                    for (int i = 0; i < V; i++) acc = fmaf(wf[i], xf[i], acc);
-                }
-            if (nb < groups) nx = rows_locate<T, TPR, EPI>(set, nb, K);
-        } else if constexpr (VEC) {
+        if constexpr (VEC) {
             const int C = K / V, CT = EPI == 3 ? 2 * C : C; /* 16-byte chunks in a row (rows) */
             for (int c0 = 0;;) {
 #pragma unroll
@@ -910,67 +846,10 @@ static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T 
     return cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO, LOOP>, x, set, K, tail, counter);
 }
 
-/* The bulk kernel (set.bulk: the most blocks an SM): the fewest groups a
- * block G (up to ROWS_BULK_G) such that G groups' slots and x fit the
- * shared memory of the blocks that launch (at most set.bulk an SM, and as
- * many as fit), each block then taking at most G; *done false where none
- * does (a row over 1 MB, slots past ROWS_BULK_SMEM): the caller launches
- * the register kernel instead. */
-#define ROWS_BULK_SMEM (160 * 1024)
-template <typename T, int TPR, int EPI, int PRO>
-static cudaError_t rows_launch_bulk(const cudaLaunchConfig_t *cfg0, int sms, const T *x, const rows_set &set, int K,
-                                    const gops_fuse &tail, unsigned *counter, bool *done)
-{
-    *done = false;
-    if constexpr (PRO != 4 || (EPI != 0 && EPI != 1)) {
-        return cudaSuccess;
-    } else {
-        constexpr int RPB = ROWS_THREADS / TPR;
-        auto kern = gemv_rows_kernel<T, TPR, ROWS_UNROLL, true, EPI, PRO, false, true>;
-        const int64_t groups = (set.rows + RPB - 1) / RPB;
-        const size_t slot = (size_t)RPB * (size_t)K * sizeof(T), base = rows_bulk_off<T>(K) * 16;
-        static int occ[ROWS_BULK_G + 1], attr;
-        if (slot >= (size_t)1 << 20) return cudaSuccess; /* an mbarrier's bytes a phase */
-        if (!attr) {
-            cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, ROWS_BULK_SMEM);
-            if (e != cudaSuccess) return e;
-            attr = 1;
-        }
-        for (int G = 1; G <= ROWS_BULK_G; G++) {
-            const size_t smem = base + (size_t)G * slot;
-            if (smem > ROWS_BULK_SMEM) break;
-            if (!occ[G]) {
-                cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[G], kern, ROWS_THREADS, smem);
-                if (e != cudaSuccess) return e;
-                if (occ[G] < 1) occ[G] = 1;
-            }
-            const int64_t fit = (int64_t)(occ[G] < set.bulk ? occ[G] : set.bulk) * sms;
-            const int64_t blocks = groups < fit ? groups : fit;
-            if ((groups + blocks - 1) / blocks > G) continue;
-            cudaLaunchConfig_t cfg = *cfg0;
-            cfg.gridDim.x = (unsigned)blocks;
-            cfg.dynamicSmemBytes = smem;
-            *done = true;
-            return cudaLaunchKernelEx(&cfg, kern, x, set, K, tail, counter);
-        }
-        return cudaSuccess;
-    }
-}
-
 template <typename T, int U, int EPI, int PRO, bool LOOP = false>
 static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x, const rows_set &set,
                                    int K, const gops_fuse &tail, unsigned *counter)
 {
-    if constexpr (PRO == 4 && (EPI == 0 || EPI == 1) && U == ROWS_UNROLL && !LOOP) {
-        if (set.bulk) {
-            bool done = false;
-            cudaError_t e = tpr == 32    ? rows_launch_bulk<T, 32, EPI, PRO>(cfg, sms, x, set, K, tail, counter, &done)
-                            : tpr == 64  ? rows_launch_bulk<T, 64, EPI, PRO>(cfg, sms, x, set, K, tail, counter, &done)
-                            : tpr == 128 ? rows_launch_bulk<T, 128, EPI, PRO>(cfg, sms, x, set, K, tail, counter, &done)
-                                         : rows_launch_bulk<T, 256, EPI, PRO>(cfg, sms, x, set, K, tail, counter, &done);
-            if (e != cudaSuccess || done) return e;
-        }
-    }
     switch (tpr) {
     case 32: return rows_launch<T, 32, U, true, EPI, PRO, LOOP>(cfg, sms, x, set, K, tail, counter);
     case 64: return rows_launch<T, 64, U, true, EPI, PRO, LOOP>(cfg, sms, x, set, K, tail, counter);
@@ -1114,11 +993,6 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         loop = m;
     }
     set.loop = loop;
-    static const int bulk = gc_env_is("GRAFT_CUDA_ROWS_BULK", "1")   ? 1
-                            : gc_env_is("GRAFT_CUDA_ROWS_BULK", "2") ? 2
-                            : gc_env_is("GRAFT_CUDA_ROWS_BULK", "3") ? 3
-                                                                     : 0;
-    set.bulk = bulk;
     set.v8 = v8 == 2 ? 1 : v8; /* 2 where the tail fits it, below */
     int64_t rows = 0;
     int pk = 0; /* the prologue: 0 none, 1 RMSNorm, 2 skip RMSNorm, 3 a norm-headed chain (set.cp.x: compact) */

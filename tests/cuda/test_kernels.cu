@@ -2908,7 +2908,7 @@ int main(int argc, char **argv)
         test_gemv_chain_pro(dt, 2048, {512});
         test_gemv_chain_pro(dt, 1001, {300}); /* the scalar kernel */
         test_gemv_chain_pro(dt, 1536, {2048, 256, 256}, true);
-        /* groups of rows across two matrices, a last group in part (GRAFT_CUDA_ROWS_BULK: runs of rows a copy) */
+        /* groups of rows across two matrices, and a last group in part */
         test_gemv_chain_pro(dt, 1536, {301, 37, 90});
         if (gcuda_dtype_size(dt) == 2) {
             test_gemv_chain_pro_tail(dt, 1536, 1, 256, true); /* E2B's per-layer-input gate after down */
