@@ -85,6 +85,9 @@ typedef struct rows_set {
     int sc;         /* EPI 1, 3: a softcap (y / c1 or y * c1, tanh, * c2; c1, c2 leaves sc_l of one value each, all in
                      * the GEMV's dtype), written out likewise: 1 with / c1, 2 with * c1; 0: not this form */
     int sc_l[2];
+    int gm_pre;     /* gm: L is no output of this launch, so the thread that runs a row's chain may read L[r] as soon as
+                     * the kernel before has ended (rows_gm_pre), its latency under the prologue and the sums; 0: read
+                     * after the sums (as without GRAFT_CUDA_ROWS_GMPRE=1) */
     int l2ef;       /* the weights evict first from L2 (rows_policy; GRAFT_CUDA_L2EF=0: not) */
     int v8;         /* EPI 2: a 2-byte row by go_norm_chain_row_v8 where it applies (GRAFT_CUDA_ROWS_V8=0: not);
                      * 2: by rows_norm_compact (rows_compact_plan; GRAFT_CUDA_ROWS_V8=2) */
@@ -447,11 +450,26 @@ __device__ __forceinline__ void rows_first(const rows_at &a, int K, int lane, bo
     }
 }
 
+/* EPI 1 with set.gm_pre: L[r] for the row whose chain this thread runs
+ * in group b (threads below RPB: row b RPB + threadIdx.x), read once the
+ * kernel before has ended, so that its latency runs under the prologue and
+ * the sums rather than after them; 0 for the other threads. */
+template <typename T, int EPI, int RPB>
+__device__ __forceinline__ float rows_gm_pre(const rows_set &set, const gops_fuse &tail, int b)
+{
+    if constexpr (EPI == 1) {
+        const int rr = b * RPB + (int)threadIdx.x;
+        if (set.gm_pre && threadIdx.x < RPB && rr < set.rows) return gc_f(((const T *)tail.leaf[set.gm - 1])[rr]);
+    }
+    return 0.0f;
+}
+
 /* EPI 1, 3: row r's chain, its product y0 stored by the caller; a pair's
  * second product a1 (EPI 3) stored first, since the chain may read it (in a
  * layout other than the output's). Both GEMV kernels' epilogue. */
-template <typename T, int EPI>
-__device__ __forceinline__ void rows_chain_row(const rows_set &set, const gops_fuse &tail, int r, T y0, float a1)
+template <typename T, int EPI, bool PRE = false>
+__device__ __forceinline__ void rows_chain_row(const rows_set &set, const gops_fuse &tail, int r, T y0, float a1,
+                                               float lpre = 0.0f)
 {
     float y1 = 0.0f;
     if constexpr (EPI == 3) {
@@ -462,7 +480,9 @@ __device__ __forceinline__ void rows_chain_row(const rows_set &set, const gops_f
     if (set.gm) { /* go_chain_at's arithmetic for this chain, op by op: the same code, constant ops */
         const int l = set.gm - 1;
         const float g = gc_f(gc_to<T>(go_un_f(GOPS_GELU_TANH, gc_f(y0), 0.0f, 0.0f)));
-        const float o = EPI == 3 && l == set.y1_leaf ? y1 : gc_f(((const T *)tail.leaf[l])[r]);
+        const float o = EPI == 3 && l == set.y1_leaf ? y1
+                        : PRE && set.gm_pre             ? lpre
+                                                        : gc_f(((const T *)tail.leaf[l])[r]);
         ((T *)tail.y)[r] = gc_to<T>(go_bin_f(GOPS_MUL, g, o)); /* either operand order: the same product */
         return;
     }
@@ -564,12 +584,15 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
         const int r = at.r, r0 = at.r0;
         const bool live = at.live;
         void *yb = at.y;
-        float acc = 0.0f, acc2 = 0.0f;
+        float acc = 0.0f, acc2 = 0.0f, lpre = 0.0f;
         if (first) { /* after the first group's loads (rows_first) */
             gc_pdl_wait(); /* x is the kernel before's output */
             gc_pdl_trigger();
+            if constexpr (PRO != 0) lpre = rows_gm_pre<T, EPI, RPB>(set, tail, b);
             x = rows_pro_x<T, PRO>(x, set, K, tail);
             inv = rows_norm<T, PRO>(x, set, K);
+        } else if constexpr (PRO != 0) {
+            lpre = rows_gm_pre<T, EPI, RPB>(set, tail, b);
         }
         if constexpr (VEC) {
             const int C = K / V, CT = EPI == 3 ? 2 * C : C; /* 16-byte chunks in a row (rows) */
@@ -650,7 +673,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EP
             if (threadIdx.x < RPB && rr < set.rows) { /* one matrix (EPI 1) or a pair: y[0] (and y[1]) at row rr */
                 const T yv = gc_to<T>(s0);
                 ((T *)set.y[0])[rr] = yv;
-                rows_chain_row<T, EPI>(set, tail, rr, yv, s1);
+                rows_chain_row<T, EPI, EPI == 1 && PRO != 0>(set, tail, rr, yv, s1, lpre);
             }
         } else {
             if (lane == 0 && live) ((T *)yb)[r - r0] = gc_to<T>(acc);
@@ -1081,6 +1104,20 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         if (own && tail->n_ins == 2 && g0->kind == GOPS_FUSE_UNARY && g0->op == GOPS_GELU_TANH && g0->dtype == dtype &&
             g1->kind == GOPS_FUSE_BINARY && g1->op == GOPS_MUL && g1->dtype == dtype && leaf_as(g1, 1))
             set.gm = 1 + g1->leaf;
+        /* GRAFT_CUDA_ROWS_GMPRE=1 (opt-in until timed on a GPU): L read before the sums (rows_gm_pre; a
+         * prologue kernel's: the per-layer-input gate's input in E2B) where it overlaps no output of this
+         * launch, whose new values it would otherwise read: y[j], the chain's y (L spans the output's rows, as
+         * its layout is the output's) */
+        static const int gmpre_on = gc_env_is("GRAFT_CUDA_ROWS_GMPRE", "1");
+        if (set.gm && gmpre_on && !pair) {
+            const uintptr_t l0 = (uintptr_t)tail->leaf[set.gm - 1], l1 = l0 + (uintptr_t)set.rows * es;
+            auto apart = [&](const void *p, int64_t cnt) {
+                return (uintptr_t)p + (uintptr_t)cnt * es <= l0 || (uintptr_t)p >= l1;
+            };
+            bool ok = apart(tail->y, set.rows);
+            for (int j = 0; j < n; j++) ok = ok && apart(y[j], N[j]);
+            set.gm_pre = ok;
+        }
         /* a softcap c2 tanh(y / c1) (E2B's LM head: 262144 rows; H200 lab, session 33: its shape 194.3 us a
          * launch with the chain interpreted, 175.7 with none) */
         if (own && tail->n_ins == 3 && g0->kind == GOPS_FUSE_BINARY && g0->dtype == dtype && leaf_as(g0, 2) &&

@@ -1548,10 +1548,13 @@ static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns, bool lon
  * input's gate, gelu(y) * the layer's input per element), the RMSNorm of c
  * with that per-element tail (2), the skip RMSNorm of c + skip + bias
  * before the gate/up pair (3: o's post-norm before the MLP, gelu(gate) *
- * up); c stored or not (store_c). Against fp64 as the separate nodes round;
- * then a chain the compact form does not take (tanh, four instructions)
- * and an fp32 one must be refused (GRAFT_EUNSUPPORTED). */
-static void test_gemv_chain_pro_tail(int dt, int K, int form, int64_t N, bool store_c)
+ * up); c stored or not (store_c); leaf_is_y (forms 1, 2): the chain's L is
+ * the GEMV's own output, gelu(y) * y, which must be read after the store
+ * (under GRAFT_CUDA_ROWS_GMPRE=1 too: no early read of such an L,
+ * rows_gm_pre; the poisoned y would show). Against fp64 as the separate nodes
+ * round; then a chain the compact form does not take (tanh, four
+ * instructions) and an fp32 one must be refused (GRAFT_EUNSUPPORTED). */
+static void test_gemv_chain_pro_tail(int dt, int K, int form, int64_t N, bool store_c, bool leaf_is_y = false)
 {
     const bool pair = form == 3;
     pro_chain pc = make_pro_chain(dt, K, false);
@@ -1573,17 +1576,19 @@ static void test_gemv_chain_pro_tail(int dt, int K, int form, int64_t N, bool st
     memset(&tl, 0, sizeof tl);
     tl.rank = 1, tl.dims[0] = N, tl.y_dtype = dt, tl.n_ins = 2, tl.n_leaf = 2;
     tl.leaf[0] = gm.dy[0], tl.leaf_dtype[0] = dt, tl.st[0][0] = 1;
-    tl.leaf[1] = pair ? gm.dy[1] : dupload(dt, ple), tl.leaf_dtype[1] = dt, tl.st[1][0] = 1;
+    tl.leaf[1] = pair ? gm.dy[1] : leaf_is_y ? gm.dy[0] : dupload(dt, ple), tl.leaf_dtype[1] = dt, tl.st[1][0] = 1;
     tl.ins[0] = {GOPS_FUSE_UNARY, GOPS_GELU_TANH, 0, 0, dt, -INFINITY, INFINITY};
     tl.ins[1] = {GOPS_FUSE_BINARY, GOPS_MUL, 1, 0, dt, 0, 0};
     std::vector<double> tref;
     for (int64_t r = 0; r < N; r++)
         tref.push_back(round_to(dt, round_to(dt, (float)gelu_tanh_ref(round_to(dt, (float)yref[0][r]))) *
-                                        (pair ? round_to(dt, (float)yref[1][r]) : ple[r])));
+                                        (pair        ? round_to(dt, (float)yref[1][r])
+                                         : leaf_is_y ? round_to(dt, (float)yref[0][r])
+                                                     : ple[r])));
     const char *name = form == 1 ? "gemv rows, compact chain prologue, x = c, gelu*mul"
                        : form == 2 ? "gemv rows, compact chain prologue, norm, gelu*mul"
                                    : "gemv rows pair, compact chain prologue, skip norm, gelu*mul";
-    std::string shape = gm.shape + (store_c ? "" : ", c not stored");
+    std::string shape = gm.shape + (store_c ? "" : ", c not stored") + (leaf_is_y ? ", gelu(y) * y" : "");
     std::vector<double> cref(c.begin(), c.end()), sref(t.begin(), t.end());
     for (int rep = 0; rep < 2; rep++) {
         f.y = store_c ? dpoisoned(dt, K) : NULL;
@@ -2913,6 +2918,10 @@ int main(int argc, char **argv)
         if (gcuda_dtype_size(dt) == 2) {
             test_gemv_chain_pro_tail(dt, 1536, 1, 256, true); /* E2B's per-layer-input gate after down */
             test_gemv_chain_pro_tail(dt, 1536, 1, 300, false);
+            test_gemv_chain_pro_tail(dt, 1536, 1, 256, false, true);
+            test_gemv_chain_pro_tail(dt, 1536, 2, 300, true, true);
+            /* more groups than blocks: each block's later groups read L at their start */
+            test_gemv_chain_pro_tail(dt, 1536, 1, 4102, false);
             test_gemv_chain_pro_tail(dt, 1536, 2, 256, true);
             test_gemv_chain_pro_tail(dt, 1536, 3, 1024, true); /* the gate/up pair after o */
             test_gemv_chain_pro_tail(dt, 2048, 3, 600, false);
