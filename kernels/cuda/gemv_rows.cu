@@ -1104,10 +1104,10 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         if (own && tail->n_ins == 2 && g0->kind == GOPS_FUSE_UNARY && g0->op == GOPS_GELU_TANH && g0->dtype == dtype &&
             g1->kind == GOPS_FUSE_BINARY && g1->op == GOPS_MUL && g1->dtype == dtype && leaf_as(g1, 1))
             set.gm = 1 + g1->leaf;
-        /* GRAFT_CUDA_ROWS_GMPRE=1 (opt-in until timed on a GPU): L read before the sums (rows_gm_pre; a
-         * prologue kernel's: the per-layer-input gate's input in E2B) where it overlaps no output of this
-         * launch, whose new values it would otherwise read: y[j], the chain's y (L spans the output's rows, as
-         * its layout is the output's) */
+        /* GRAFT_CUDA_ROWS_GMPRE=1 (opt-in until its full check runs with it on by default; H100, session 39:
+         * E2B 7 us a step less): L read before the sums (rows_gm_pre; a prologue kernel's: the per-layer-input
+         * gate's input in E2B) where it overlaps no output of this launch, whose new values it would otherwise
+         * read: y[j], the chain's y (L spans the output's rows, as its layout is the output's) */
         static const int gmpre_on = gc_env_is("GRAFT_CUDA_ROWS_GMPRE", "1");
         if (set.gm && gmpre_on && !pair) {
             const uintptr_t l0 = (uintptr_t)tail->leaf[set.gm - 1], l1 = l0 + (uintptr_t)set.rows * es;
