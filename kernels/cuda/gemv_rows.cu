@@ -87,7 +87,7 @@ typedef struct rows_set {
     int sc_l[2];
     int gm_pre;     /* gm: L is no output of this launch, so the thread that runs a row's chain may read L[r] as soon as
                      * the kernel before has ended (rows_gm_pre), its latency under the prologue and the sums; 0: read
-                     * after the sums (as without GRAFT_CUDA_ROWS_GMPRE=1) */
+                     * after the sums (as under GRAFT_CUDA_ROWS_GMPRE=0) */
     int l2ef;       /* the weights evict first from L2 (rows_policy; GRAFT_CUDA_L2EF=0: not) */
     int v8;         /* EPI 2: a 2-byte row by go_norm_chain_row_v8 where it applies (GRAFT_CUDA_ROWS_V8=0: not);
                      * 2: by rows_norm_compact (rows_compact_plan; GRAFT_CUDA_ROWS_V8=2) */
@@ -1104,11 +1104,11 @@ static graft_status rows_run(int dtype, const void *x, const void *const *w, voi
         if (own && tail->n_ins == 2 && g0->kind == GOPS_FUSE_UNARY && g0->op == GOPS_GELU_TANH && g0->dtype == dtype &&
             g1->kind == GOPS_FUSE_BINARY && g1->op == GOPS_MUL && g1->dtype == dtype && leaf_as(g1, 1))
             set.gm = 1 + g1->leaf;
-        /* GRAFT_CUDA_ROWS_GMPRE=1 (opt-in until its full check runs with it on by default; H100, session 39:
-         * E2B 7 us a step less): L read before the sums (rows_gm_pre; a prologue kernel's: the per-layer-input
-         * gate's input in E2B) where it overlaps no output of this launch, whose new values it would otherwise
-         * read: y[j], the chain's y (L spans the output's rows, as its layout is the output's) */
-        static const int gmpre_on = gc_env_is("GRAFT_CUDA_ROWS_GMPRE", "1");
+        /* L read before the sums (rows_gm_pre; a prologue kernel's: the per-layer-input gate's input in E2B; H100,
+         * session 39: E2B 7 us a step less; GRAFT_CUDA_ROWS_GMPRE=0: not) where it overlaps no output of this
+         * launch, whose new values it would otherwise read: y[j], the chain's y (L spans the output's rows, as its
+         * layout is the output's) */
+        static const int gmpre_on = !gc_env_is("GRAFT_CUDA_ROWS_GMPRE", "0");
         if (set.gm && gmpre_on && !pair) {
             const uintptr_t l0 = (uintptr_t)tail->leaf[set.gm - 1], l1 = l0 + (uintptr_t)set.rows * es;
             auto apart = [&](const void *p, int64_t cnt) {

@@ -1550,8 +1550,8 @@ static void test_gemv_chain_pro(int dt, int K, std::vector<int64_t> Ns, bool lon
  * before the gate/up pair (3: o's post-norm before the MLP, gelu(gate) *
  * up); c stored or not (store_c); leaf_is_y (forms 1, 2): the chain's L is
  * the GEMV's own output, gelu(y) * y, which must be read after the store
- * (under GRAFT_CUDA_ROWS_GMPRE=1 too: no early read of such an L,
- * rows_gm_pre; the poisoned y would show). Against fp64 as the separate nodes
+ * (no early read of such an L by rows_gm_pre; the poisoned y would
+ * show). Against fp64 as the separate nodes
  * round; then a chain the compact form does not take (tanh, four
  * instructions) and an fp32 one must be refused (GRAFT_EUNSUPPORTED). */
 static void test_gemv_chain_pro_tail(int dt, int K, int form, int64_t N, bool store_c, bool leaf_is_y = false)
