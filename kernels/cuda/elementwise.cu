@@ -299,6 +299,69 @@ __global__ void gather_kernel(const T *table, int64_t rows, int64_t dim, const i
     }
 }
 
+/* gcuda_gather_rows_multi's tables: element t of the launch is table j's
+ * for at[j] <= t < at[j + 1] (in units of U) */
+struct gather_set {
+    const void *table[GCUDA_GATHER_MAX];
+    void *out[GCUDA_GATHER_MAX];
+    int64_t rows[GCUDA_GATHER_MAX], dim[GCUDA_GATHER_MAX], at[GCUDA_GATHER_MAX + 1];
+    int n;
+};
+
+template <typename U> __global__ void gather_multi_kernel(gather_set g, const int64_t *ids)
+{
+    gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
+    gc_pdl_trigger();
+    const int64_t total = g.at[g.n];
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+        int j = 0;
+        while (j + 1 < g.n && t >= g.at[j + 1]) j++;
+        const int64_t u = t - g.at[j], dim = g.dim[j], rows = g.rows[j], i = u / dim, d = u % dim;
+        int64_t id = ids[i];
+        if (id < 0) id += rows;
+        ((U *)g.out[j])[u] = id >= 0 && id < rows ? ((const U *)g.table[j])[id * dim + d] : U();
+    }
+}
+
+extern "C" graft_status gcuda_gather_rows_multi(int dtype, int n, const void *const *table, const int64_t *rows,
+                                                const int64_t *dim, const int64_t *ids, int64_t nids,
+                                                void *const *out, gcuda_stream s, graft_error *err)
+{
+    if (n < 1 || n > GCUDA_GATHER_MAX || nids < 0)
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gather_rows_multi: %d tables, %lld ids", n, (long long)nids);
+    const size_t es = gcuda_dtype_size(dtype);
+    if (!es) return gcuda_errf(err, GRAFT_EUNSUPPORTED, "gcuda_gather_rows_multi: dtype %d", dtype);
+    gather_set g = {};
+    g.n = n;
+    bool v16 = true; /* every row a whole number of 16-byte words, every table and output aligned */
+    for (int j = 0; j < n; j++) {
+        if (rows[j] < 0 || dim[j] < 0)
+            return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gather_rows_multi: table %d of %lld x %lld", j,
+                              (long long)rows[j], (long long)dim[j]);
+        v16 = v16 && (dim[j] * (int64_t)es) % 16 == 0 && ((uintptr_t)table[j] | (uintptr_t)out[j]) % 16 == 0;
+        g.table[j] = table[j];
+        g.out[j] = out[j];
+        g.rows[j] = rows[j];
+    }
+    const int64_t unit = v16 ? 16 : (int64_t)es; /* bytes an element of the launch */
+    for (int j = 0; j < n; j++) {
+        g.dim[j] = dim[j] * (int64_t)es / unit;
+        g.at[j + 1] = g.at[j] + nids * g.dim[j];
+    }
+    for (int j = 0; j < n; j++) /* a table of empty rows: nothing to gather, and no division by its dim */
+        if (!g.dim[j]) return gcuda_errf(err, GRAFT_EINVAL, "gcuda_gather_rows_multi: table %d has empty rows", j);
+    const int64_t total = g.at[n];
+    if (!total) return GRAFT_OK;
+    const unsigned blocks = gc_blocks(total, 256);
+    if (v16) gc_launch(gcuda_pdl_all(), gather_multi_kernel<uint4>, blocks, 256, 0, s, g, ids);
+    else if (es == 8) gc_launch(gcuda_pdl_all(), gather_multi_kernel<uint64_t>, blocks, 256, 0, s, g, ids);
+    else if (es == 4) gc_launch(gcuda_pdl_all(), gather_multi_kernel<uint32_t>, blocks, 256, 0, s, g, ids);
+    else if (es == 2) gc_launch(gcuda_pdl_all(), gather_multi_kernel<uint16_t>, blocks, 256, 0, s, g, ids);
+    else gc_launch(gcuda_pdl_all(), gather_multi_kernel<uint8_t>, blocks, 256, 0, s, g, ids);
+    GCUDA_CHECK_LAUNCH("gather_multi_kernel");
+    return GRAFT_OK;
+}
+
 extern "C" graft_status gcuda_gather_rows(int dtype, const void *table, int64_t rows, int64_t dim, const int64_t *ids,
                                           int64_t n, void *out, gcuda_stream s, graft_error *err)
 {

@@ -336,6 +336,15 @@ graft_status gcuda_binary(gcuda_binary_op op, int dtype, const void *a, const vo
 graft_status gcuda_gather_rows(int dtype, const void *table, int64_t rows, int64_t dim, const int64_t *ids,
                                int64_t n, void *out, gcuda_stream s, graft_error *err);
 
+/* n <= GCUDA_GATHER_MAX gathers of the same ids in one launch (the rotary
+ * caches' cos and sin rows at the positions, say): out[j][i, :] =
+ * table[j][ids[i], :] by gcuda_gather_rows' rule, table j [rows[j], dim[j]],
+ * all of dtype. */
+#define GCUDA_GATHER_MAX 8
+graft_status gcuda_gather_rows_multi(int dtype, int n, const void *const *table, const int64_t *rows,
+                                     const int64_t *dim, const int64_t *ids, int64_t nids, void *const *out,
+                                     gcuda_stream s, graft_error *err);
+
 #ifdef __cplusplus
 }
 #endif

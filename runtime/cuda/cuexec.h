@@ -85,6 +85,13 @@ struct cx_mgroup {
     struct cx_node *m[GCUDA_GEMV_MAX];
 };
 
+/* Gathers of one index tensor from constant tables, run as one launch by
+ * the first (fuse.c, plan_gathers). */
+struct cx_ggroup {
+    int n;
+    struct cx_node *m[GCUDA_GATHER_MAX];
+};
+
 struct cx_node {
     rt_node n;         /* host binding: kernel, inputs, outputs */
     const cx_op *dop;  /* device implementation or NULL */
@@ -150,6 +157,9 @@ struct cx_node {
     int mm;             /* sibling MatMuls: 1 the group's first (runs their GEMVs), 2 a later one */
     struct cx_mgroup *mg; /* the first's group */
     uint64_t mm_run;    /* run_no in which the first made this node's output */
+    int gth;            /* Gathers of one index tensor: 1 the group's first (runs them all), 2 a later one (mm_run
+                         * telling it that the first made its output) */
+    struct cx_ggroup *gg; /* the first's group */
     int wm_next;        /* GRAFT_CUDA_ATTN_PF, _GEMV_PF: 1 + the first weight MatMul after this node (a group's
                          * first standing for the group; 0: none) */
     bool gpf;           /* GRAFT_CUDA_GEMV_PF: a weight MatMul (a group's first) whose GEMV asks L2 for later
@@ -263,6 +273,7 @@ struct cx_exec {
     cudaEvent_t amax_ev[2];   /* argmax_start: the id of slot s in amax_h (written there, or copied back) */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
+    size_t n_gth_nodes, n_gth_groups; /* Gathers of one index tensor, and their groups */
     bool no_gemv;                   /* GRAFT_CUDA_NO_GEMV: one-row MatMuls on cuBLAS too (read once) */
     bool slice_view;                /* unless GRAFT_CUDA_SLICE_VIEW=0 (read once): a Slice of one
                                      * contiguous block is that block, no copy */
@@ -350,6 +361,8 @@ graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err);
  * run and it did not take (a no-op when none did). */
 graft_status cx_attn_flush(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err);
+/* A group's first Gather (gth 1): the group's gathers in one launch. */
+graft_status cx_gather_run(cx_exec *x, cx_node *cn, graft_error *err);
 /* After the planning run: constant 2-D weights read only as a device
  * MatMul's B are transposed in place on the device to [N, K] (cx_val.rows),
  * so that a decode GEMV streams each output's row (gcuda_gemv_rows) and a

@@ -1203,6 +1203,8 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
                  : cn->fuse == 7 ? cx_cpro_follow(x, cn, err)
                  : cn->mm == 1   ? cx_mm_run(x, cn, err)
                  : cn->mm == 2   ? cx_mm_follow(x, cn, err)
+                 : cn->gth == 1  ? cx_gather_run(x, cn, err)
+                 : cn->gth == 2  ? cx_mm_follow(x, cn, err)
                                  : cn->dop->run(x, cn, err);
             if (gpf) { /* not taken where the node launched no row GEMV */
                 graft_error pe;
@@ -1779,6 +1781,11 @@ static const char *cx_describe(rt_backend *b)
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu attentions may make their q/k/v rows (%zu/%zu/%zu did last run)",
                  x->n_attn_preps, x->n_attn_took[0], x->n_attn_took[1], x->n_attn_took[2]);
+    }
+    if (x->n_gth_groups) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu Gathers of shared indices into %zu launches", x->n_gth_nodes,
+                 x->n_gth_groups);
     }
     if (x->n_rope_pairs) {
         size_t l = strlen(fz);

@@ -350,6 +350,91 @@ static void plan_siblings(cx_exec *x)
     }
 }
 
+/* A Gather a group may take: on the device, of a constant table along
+ * axis 0 (its rank known at a run; checked there). */
+static int group_gather(const cx_node *cn)
+{
+    const rt_node *n = &cn->n;
+    return cn->place == CX_DEVICE && !cn->fuse && !cn->gth && !*graft_node_domain(n->src) &&
+           !strcmp(rt_node_op(n), "Gather") && n->n_in == 2 && n->n_out == 1 && n->in[0] && n->in[1] && n->out[0] &&
+           cx_v(n->in[0])->is_init && cx_is_float(n->in[0]->dtype);
+}
+
+/* Gathers of one index tensor from constant tables (Gemma: the rotary
+ * caches' cos and sin rows, local and global, at the positions; Llama,
+ * Qwen: cos and sin) as one launch by the first
+ * (gcuda_gather_rows_multi), each a kernel of its own before (E2B decode,
+ * H100, session 40: 2354-2356 against 2357-2358 us of graph a step). The
+ * later ones' outputs are made early, when the first runs: their tables are
+ * constants and their indices the first's. GRAFT_CUDA_FUSE_GATHER=0: off. */
+static void plan_gathers(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_FUSE_GATHER");
+    if (e && !strcmp(e, "0")) return;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *h = &x->nodes[i];
+        if (!group_gather(h)) continue;
+        struct cx_ggroup g = {0};
+        g.m[g.n++] = h;
+        for (size_t k = i + 1; k < x->n_nodes && g.n < GCUDA_GATHER_MAX; k++) {
+            cx_node *o = &x->nodes[k];
+            if (group_gather(o) && o->n.in[1] == h->n.in[1] && o->n.in[0]->dtype == h->n.in[0]->dtype)
+                g.m[g.n++] = o;
+        }
+        if (g.n < 2) continue;
+        struct cx_ggroup *gp = malloc(sizeof *gp);
+        if (!gp) return;
+        *gp = g;
+        h->gth = 1;
+        h->gg = gp;
+        for (int k = 1; k < g.n; k++) g.m[k]->gth = 2;
+        x->n_gth_groups++;
+        x->n_gth_nodes += (size_t)g.n;
+    }
+}
+
+/* The group's first Gather: all of them in one launch, the others' outputs
+ * made here and marked for this run; each its own where a table is not
+ * gathered along axis 0 this run, or its rows are empty. */
+graft_status cx_gather_run(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    struct cx_ggroup *g = cn->gg;
+    cx_val *ix = cx_in(cn, 1);
+    if (!ix || ix->t.dtype != GRAFT_DTYPE_INT64) return cn->dop->run(x, cn, err);
+    for (int j = 0; j < g->n; j++) {
+        cx_val *a = cx_in(g->m[j], 0);
+        int64_t ax = rt_attr_int(&g->m[j]->n, "axis", 0);
+        if (ax < 0) ax += a->t.rank;
+        if (a->t.rank < 1 || ax != 0 || ix->t.rank + a->t.rank - 1 > RT_MAX_RANK || !a->t.numel)
+            return cn->dop->run(x, cn, err);
+    }
+    graft_status rc = cx_to_dev(x, ix, err);
+    if (rc != GRAFT_OK) return rc;
+    const void *tab[GCUDA_GATHER_MAX];
+    void *out[GCUDA_GATHER_MAX];
+    int64_t rows[GCUDA_GATHER_MAX], dim[GCUDA_GATHER_MAX];
+    for (int j = 0; j < g->n; j++) {
+        cx_node *m = g->m[j];
+        cx_val *a = cx_in(m, 0);
+        if ((rc = cx_to_dev(x, a, err)) != GRAFT_OK) return rc;
+        int64_t od[RT_MAX_RANK], d = 1;
+        memcpy(od, ix->t.dims, (size_t)ix->t.rank * sizeof *od);
+        for (int k = 1; k < a->t.rank; k++) {
+            od[ix->t.rank + k - 1] = a->t.dims[k];
+            d *= a->t.dims[k];
+        }
+        cx_val *y = cx_out(x, m, 0, a->t.dtype, ix->t.rank + a->t.rank - 1, od, err);
+        if (!y) return err->code ? err->code : GRAFT_EIO;
+        tab[j] = a->d;
+        out[j] = y->d;
+        rows[j] = a->t.dims[0];
+        dim[j] = d;
+        if (j) m->mm_run = x->run_no;
+    }
+    return gcuda_gather_rows_multi(cx_in(cn, 0)->t.dtype, g->n, tab, rows, dim, ix->d, (int64_t)ix->t.numel, out,
+                                   (gcuda_stream)x->stream, err);
+}
+
 static graft_status fuse_build(cx_exec *x, cx_node *cn, gops_fuse *gp, graft_error *err);
 static graft_status cx_cpro_gemv(cx_exec *x, cx_node *h, int dtype, const gops_rows_norm *pn, const void *const *w,
                                  void *const *y, const int64_t *N, int n, int64_t K, const gops_fuse *tail, int pair,
@@ -572,6 +657,7 @@ void cx_fuse_plan(cx_exec *x)
     }
     int fuse_norm = !fn || strcmp(fn, "0");
     plan_siblings(x);
+    plan_gathers(x);
     /* readers of each value (a graph output counts as two) */
     for (size_t v = 0; v < x->n_vals; v++) x->vals[v]->n_readers = 0;
     for (size_t i = 0; i < x->n_out; i++) x->vals[x->out_idx[i]]->n_readers += 2;
@@ -972,6 +1058,8 @@ void cx_fuse_free(cx_node *cn)
     cn->fz = NULL;
     free(cn->mg);
     cn->mg = NULL;
+    free(cn->gg);
+    cn->gg = NULL;
 }
 
 static graft_status cpro_materialize(cx_exec *x, cx_node *r, graft_error *err);

@@ -1754,6 +1754,41 @@ static void test_binary(int dt, gcuda_binary_op op, int n, int bn)
     release_all();
 }
 
+/* n tables of rows[j] x dim[j] gathered at the same ids in one launch
+ * (gcuda_gather_rows_multi), each against the ONNX Gather rule as
+ * test_gather's; rows of 16 bytes and of other widths (the launch's two
+ * element sizes). */
+static void test_gather_multi(int dt, std::vector<int> rows, std::vector<int> dim)
+{
+    const int n = (int)rows.size();
+    std::vector<int64_t> ids = {5, -1, 0, 40, -41, 3, 3, 39};
+    std::vector<std::vector<float>> t(n);
+    std::vector<const void *> tab(n);
+    std::vector<void *> out(n);
+    std::vector<int64_t> r64(rows.begin(), rows.end()), d64(dim.begin(), dim.end());
+    for (int j = 0; j < n; j++) {
+        t[j] = rnd(dt, (size_t)rows[j] * dim[j]);
+        tab[j] = dupload(dt, t[j]);
+        out[j] = dpoisoned(dt, ids.size() * dim[j]);
+    }
+    int64_t *dids = (int64_t *)dalloc(ids.size() * sizeof(int64_t));
+    CK(gcuda_upload(dids, ids.data(), ids.size() * sizeof(int64_t), NULL, &E));
+    CK(gcuda_gather_rows_multi(dt, n, tab.data(), r64.data(), d64.data(), dids, (int64_t)ids.size(), out.data(), NULL,
+                               &E));
+    for (int j = 0; j < n; j++) {
+        auto got = ddown(dt, out[j], ids.size() * dim[j]);
+        std::vector<double> ref(got.size(), 0.0);
+        for (size_t i = 0; i < ids.size(); i++) {
+            int64_t id = ids[i] < 0 ? ids[i] + rows[j] : ids[i];
+            if (id < 0 || id >= rows[j]) continue;
+            for (int d = 0; d < dim[j]; d++) ref[i * dim[j] + d] = t[j][(size_t)id * dim[j] + d];
+        }
+        check("gather_rows_multi", fmt("table %d of %d: %dx%d, %zu ids", j, n, rows[j], dim[j], ids.size()), dt, got,
+              ref);
+    }
+    release_all();
+}
+
 static void test_gather(int dt, int rows, int dim)
 {
     auto t = rnd(dt, (size_t)rows * dim);
@@ -3022,6 +3057,8 @@ int main(int argc, char **argv)
 
         test_gather(dt, 1000, 1536);
         test_gather(dt, 50, 100);
+        test_gather_multi(dt, {40, 40, 512, 512}, {8, 8, 16, 16}); /* the rotary caches' shapes: 16-byte rows */
+        test_gather_multi(dt, {40, 100, 41}, {6, 64, 5});          /* rows of other widths */
     }
     test_int_ops<int64_t>(GRAFT_DTYPE_INT64);
     test_int_ops<int32_t>(GRAFT_DTYPE_INT32);
