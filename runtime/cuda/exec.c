@@ -1784,8 +1784,8 @@ static const char *cx_describe(rt_backend *b)
     }
     if (x->n_gth_groups) {
         size_t l = strlen(fz);
-        snprintf(fz + l, sizeof fz - l, "; %zu Gathers of shared indices into %zu launches", x->n_gth_nodes,
-                 x->n_gth_groups);
+        snprintf(fz + l, sizeof fz - l, "; %zu Gathers of shared indices in %zu launch%s", x->n_gth_nodes,
+                 x->n_gth_groups, x->n_gth_groups == 1 ? "" : "es");
     }
     if (x->n_rope_pairs) {
         size_t l = strlen(fz);
