@@ -646,6 +646,7 @@ static void plan_pf(cx_exec *x)
 static void plan_tails(cx_exec *x);
 static void plan_prologue(cx_exec *x);
 static void plan_tail_skip(cx_exec *x);
+static void plan_tail_norm(cx_exec *x);
 static void plan_chain_pro(cx_exec *x);
 
 void cx_fuse_plan(cx_exec *x)
@@ -764,6 +765,7 @@ void cx_fuse_plan(cx_exec *x)
     plan_tail_skip(x);
     plan_prologue(x);
     plan_chain_pro(x);
+    plan_tail_norm(x);
     plan_pf(x); /* after the groups: a group's first stands for it */
 }
 
@@ -910,6 +912,28 @@ graft_status cx_tail_gemv(cx_exec *x, cx_node *cn, cx_val *a, cx_val *b, cx_val 
 static graft_status skip_args(cx_exec *x, cx_node *t, cx_node *sn, gops_fuse *g, graft_error *err)
 {
     const rt_tensor *c = t->n.out[0];
+    if (!*graft_node_domain(sn->n.src)) { /* an RMSNormalization (plan_tail_norm): c's one row, a zero skip */
+        cx_val *a = cx_in(sn, 0), *gm = cx_in(sn, 1);
+        int64_t ax = rt_attr_int(&sn->n, "axis", -1);
+        if (ax < 0) ax += a->t.rank;
+        const size_t es = rt_dtype_size(a->t.dtype);
+        if (ax != a->t.rank - 1 || (int64_t)a->t.numel != g->norm_dim || !gm || !gm->t.present ||
+            (int64_t)gm->t.numel != g->norm_dim || !es)
+            return GRAFT_OK;
+        graft_status rc = cx_to_dev(x, gm, err);
+        if (rc != GRAFT_OK) return rc;
+        void *zero = cx_workspace(x, sn, (size_t)g->norm_dim * es, err); /* zeroed when made, never written */
+        if (!zero) return err->code ? err->code : GRAFT_EIO;
+        cx_val *y = cx_out(x, sn, 0, a->t.dtype, a->t.rank, a->t.dims, err);
+        if (!y) return err->code ? err->code : GRAFT_EIO;
+        g->sk_x = zero;
+        g->sk_bias = NULL;
+        g->sk_gamma = gm->d;
+        g->sk_y = y->d;
+        g->sk_sum = NULL;
+        g->sk_eps = rt_attr_float(&sn->n, "epsilon", 1e-5f);
+        return GRAFT_OK;
+    }
     int ci = sn->n.in[0] == c ? 0 : 1;
     cx_val *a = cx_in(sn, 0), *o = cx_in(sn, 1 - ci), *gm = cx_in(sn, 2), *bias = sn->n.n_in > 3 ? cx_in(sn, 3) : NULL;
     if (bias && !bias->t.present) bias = NULL;
@@ -1042,6 +1066,38 @@ static void plan_tail_skip(cx_exec *x)
         int ok = made_before(x, n->in[n->in[0] == c ? 1 : 0], i) && made_before(x, n->in[2], i) &&
                  (n->n_in < 4 || !n->in[3] || made_before(x, n->in[3], i));
         for (int j = 0; j < n->n_in && ok; j++) ok = !n->in[j] || n->in[j]->dtype == c->dtype;
+        if (!ok) continue;
+        s->fuse = 6;
+        t->tail_skip = s;
+        x->n_tail_skips++;
+    }
+}
+
+/* An RMSNormalization that alone reads such a tail's output and that no
+ * GEMV took as its prologue (plan_prologue, plan_chain_pro; Gemma's final
+ * norm, before an LM head with a softcap tail): run by the same last block
+ * after the chain, as a skip norm whose skip is a zero row (skip_args), not
+ * as a kernel of its own. After plan_chain_pro, so that it takes only what
+ * the prologues left. GRAFT_CUDA_FUSE_TAILNORM=1: on (opt-in until it has
+ * run on a GPU). */
+static void plan_tail_norm(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_FUSE_TAILNORM"), *sk = getenv("GRAFT_CUDA_FUSE_SKIP");
+    if (!e || strcmp(e, "1") || (sk && !strcmp(sk, "0"))) return;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *m = &x->nodes[i], *t = m->mt;
+        if (!t || m->mm || t->fuse != 4 || !t->fz || !t->fz->norm || t->tail_skip) continue;
+        const rt_tensor *c = t->n.out[0];
+        cx_val *cv = cx_v(t->n.out[0]);
+        if (cv->n_readers != 1) continue;
+        cx_node *s = &x->nodes[cv->reader];
+        const rt_node *n = &s->n;
+        if (s->place != CX_DEVICE || s->fuse || s->mm || s->pro || *graft_node_domain(n->src) ||
+            strcmp(rt_node_op(n), "RMSNormalization") || n->n_in < 2 || n->in[0] != c || !n->in[1] || !n->out[0] ||
+            n->in[1]->dtype != c->dtype || !made_before(x, n->in[1], i))
+            continue;
+        int ok = 1;
+        for (int j = 1; j < n->n_out && ok; j++) ok = !n->out[j] || !cx_v(n->out[j])->n_readers;
         if (!ok) continue;
         s->fuse = 6;
         t->tail_skip = s;
