@@ -361,6 +361,11 @@ graft_status cx_fuse_run(cx_exec *x, cx_node *cn, graft_error *err);
  * run and it did not take (a no-op when none did). */
 graft_status cx_attn_flush(cx_exec *x, cx_node *cn, graft_error *err);
 graft_status cx_mm_run(cx_exec *x, cx_node *cn, graft_error *err);
+/* Gather cn of a at ix, as the device runs it (int64 indices, axis 0):
+ * its output's rank and dims (od), and the elements of a gathered row
+ * (*dim); NULL, or what it does not take. */
+const char *cx_gather_shape(const cx_node *cn, const cx_val *a, const cx_val *ix, int *rank, int64_t *od,
+                            int64_t *dim);
 /* A group's first Gather (gth 1): the group's gathers in one launch. */
 graft_status cx_gather_run(cx_exec *x, cx_node *cn, graft_error *err);
 /* After the planning run: constant 2-D weights read only as a device

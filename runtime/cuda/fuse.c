@@ -400,35 +400,25 @@ graft_status cx_gather_run(cx_exec *x, cx_node *cn, graft_error *err)
 {
     struct cx_ggroup *g = cn->gg;
     cx_val *ix = cx_in(cn, 1);
-    if (!ix || ix->t.dtype != GRAFT_DTYPE_INT64) return cn->dop->run(x, cn, err);
+    int rank[GCUDA_GATHER_MAX];
+    int64_t od[GCUDA_GATHER_MAX][RT_MAX_RANK], dim[GCUDA_GATHER_MAX], rows[GCUDA_GATHER_MAX];
     for (int j = 0; j < g->n; j++) {
         cx_val *a = cx_in(g->m[j], 0);
-        int64_t ax = rt_attr_int(&g->m[j]->n, "axis", 0);
-        if (ax < 0) ax += a->t.rank;
-        if (a->t.rank < 1 || ax != 0 || ix->t.rank + a->t.rank - 1 > RT_MAX_RANK || !a->t.numel)
-            return cn->dop->run(x, cn, err);
+        if (cx_gather_shape(g->m[j], a, ix, &rank[j], od[j], &dim[j]) || !a->t.numel) return cn->dop->run(x, cn, err);
     }
     graft_status rc = cx_to_dev(x, ix, err);
     if (rc != GRAFT_OK) return rc;
     const void *tab[GCUDA_GATHER_MAX];
     void *out[GCUDA_GATHER_MAX];
-    int64_t rows[GCUDA_GATHER_MAX], dim[GCUDA_GATHER_MAX];
     for (int j = 0; j < g->n; j++) {
         cx_node *m = g->m[j];
         cx_val *a = cx_in(m, 0);
         if ((rc = cx_to_dev(x, a, err)) != GRAFT_OK) return rc;
-        int64_t od[RT_MAX_RANK], d = 1;
-        memcpy(od, ix->t.dims, (size_t)ix->t.rank * sizeof *od);
-        for (int k = 1; k < a->t.rank; k++) {
-            od[ix->t.rank + k - 1] = a->t.dims[k];
-            d *= a->t.dims[k];
-        }
-        cx_val *y = cx_out(x, m, 0, a->t.dtype, ix->t.rank + a->t.rank - 1, od, err);
+        cx_val *y = cx_out(x, m, 0, a->t.dtype, rank[j], od[j], err);
         if (!y) return err->code ? err->code : GRAFT_EIO;
         tab[j] = a->d;
         out[j] = y->d;
         rows[j] = a->t.dims[0];
-        dim[j] = d;
         if (j) m->mm_run = x->run_no;
     }
     return gcuda_gather_rows_multi(cx_in(cn, 0)->t.dtype, g->n, tab, rows, dim, ix->d, (int64_t)ix->t.numel, out,
@@ -1039,6 +1029,20 @@ static void plan_tails(cx_exec *x)
     }
 }
 
+/* The one reader of the output of m's tail, when that tail (of one
+ * weight MatMul) is headed by a norm over m's output and has no skip norm
+ * yet, and the reader is a device node no other fusion has taken; NULL
+ * otherwise (plan_tail_skip, plan_tail_norm). */
+static cx_node *tail_norm_reader(cx_exec *x, cx_node *m)
+{
+    cx_node *t = m->mt;
+    if (!t || m->mm || !t->fz || !t->fz->norm || t->tail_skip) return NULL;
+    cx_val *cv = cx_v(t->n.out[0]);
+    if (cv->n_readers != 1) return NULL;
+    cx_node *s = &x->nodes[cv->reader];
+    return s->place == CX_DEVICE && !s->fuse && !s->mm ? s : NULL;
+}
+
 /* Skip norms after a GEMV's chain: the tail (fuse 4) of one weight
  * MatMul, headed by a norm over the MatMul's output, whose output only a
  * com.microsoft SkipSimplifiedLayerNormalization reads (as its input or
@@ -1052,14 +1056,11 @@ static void plan_tail_skip(cx_exec *x)
     const char *e = getenv("GRAFT_CUDA_FUSE_SKIP");
     if (e && !strcmp(e, "0")) return;
     for (size_t i = 0; i < x->n_nodes; i++) {
-        cx_node *m = &x->nodes[i], *t = m->mt;
-        if (!t || m->mm || !t->fz || !t->fz->norm || t->tail_skip) continue;
+        cx_node *m = &x->nodes[i], *t = m->mt, *s = tail_norm_reader(x, m);
+        if (!s) continue;
         const rt_tensor *c = t->n.out[0];
-        cx_val *cv = cx_v(t->n.out[0]);
-        if (cv->n_readers != 1) continue;
-        cx_node *s = &x->nodes[cv->reader];
         const rt_node *n = &s->n;
-        if (s->place != CX_DEVICE || s->fuse || s->mm || strcmp(graft_node_domain(n->src), "com.microsoft") ||
+        if (strcmp(graft_node_domain(n->src), "com.microsoft") ||
             strcmp(rt_node_op(n), "SkipSimplifiedLayerNormalization") || n->n_in < 3 || !n->in[0] || !n->in[1] ||
             !n->in[2] || !n->out[0] || (n->in[0] != c && n->in[1] != c))
             continue;
@@ -1085,16 +1086,12 @@ static void plan_tail_norm(cx_exec *x)
     const char *e = getenv("GRAFT_CUDA_FUSE_TAILNORM"), *sk = getenv("GRAFT_CUDA_FUSE_SKIP");
     if (!e || strcmp(e, "1") || (sk && !strcmp(sk, "0"))) return;
     for (size_t i = 0; i < x->n_nodes; i++) {
-        cx_node *m = &x->nodes[i], *t = m->mt;
-        if (!t || m->mm || t->fuse != 4 || !t->fz || !t->fz->norm || t->tail_skip) continue;
+        cx_node *m = &x->nodes[i], *t = m->mt, *s = t && t->fuse == 4 ? tail_norm_reader(x, m) : NULL;
+        if (!s) continue;
         const rt_tensor *c = t->n.out[0];
-        cx_val *cv = cx_v(t->n.out[0]);
-        if (cv->n_readers != 1) continue;
-        cx_node *s = &x->nodes[cv->reader];
         const rt_node *n = &s->n;
-        if (s->place != CX_DEVICE || s->fuse || s->mm || s->pro || *graft_node_domain(n->src) ||
-            strcmp(rt_node_op(n), "RMSNormalization") || n->n_in < 2 || n->in[0] != c || !n->in[1] || !n->out[0] ||
-            n->in[1]->dtype != c->dtype || !made_before(x, n->in[1], i))
+        if (*graft_node_domain(n->src) || strcmp(rt_node_op(n), "RMSNormalization") || n->n_in < 2 || n->in[0] != c ||
+            !n->in[1] || !n->out[0] || n->in[1]->dtype != c->dtype || !made_before(x, n->in[1], i))
             continue;
         int ok = 1;
         for (int j = 1; j < n->n_out && ok; j++) ok = !n->out[j] || !cx_v(n->out[j])->n_readers;

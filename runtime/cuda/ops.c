@@ -493,19 +493,29 @@ static graft_status run_skip_rms(cx_exec *x, cx_node *cn, graft_error *err)
 
 static int acc_float_data(cx_exec *x, cx_node *cn) { return floats(cn, 1) && cn->n.n_out == 1; }
 
+const char *cx_gather_shape(const cx_node *cn, const cx_val *a, const cx_val *ix, int *rank, int64_t *od,
+                            int64_t *dim)
+{
+    if (!ix || ix->t.dtype != GRAFT_DTYPE_INT64) return "indices not int64";
+    if (a->t.rank < 1 || k_axis(rt_attr_int(&cn->n, "axis", 0), a->t.rank) != 0) return "axis";
+    *rank = ix->t.rank + a->t.rank - 1;
+    if (*rank > RT_MAX_RANK) return "rank";
+    memcpy(od, ix->t.dims, (size_t)ix->t.rank * sizeof *od);
+    *dim = 1;
+    for (int i = 1; i < a->t.rank; i++) {
+        od[ix->t.rank + i - 1] = a->t.dims[i];
+        *dim *= a->t.dims[i];
+    }
+    return NULL;
+}
+
 static graft_status run_gather(cx_exec *x, cx_node *cn, graft_error *err)
 {
     cx_val *a = cx_in(cn, 0), *ix = cx_in(cn, 1);
-    if (!ix || ix->t.dtype != GRAFT_DTYPE_INT64) return UNSUP(cn, "indices not int64");
-    if (a->t.rank < 1 || k_axis(rt_attr_int(&cn->n, "axis", 0), a->t.rank) != 0) return UNSUP(cn, "axis");
-    int r = ix->t.rank + a->t.rank - 1;
-    if (r > RT_MAX_RANK) return UNSUP(cn, "rank");
-    int64_t od[RT_MAX_RANK], dim = 1;
-    memcpy(od, ix->t.dims, (size_t)ix->t.rank * sizeof *od);
-    for (int i = 1; i < a->t.rank; i++) {
-        od[ix->t.rank + i - 1] = a->t.dims[i];
-        dim *= a->t.dims[i];
-    }
+    int r;
+    int64_t od[RT_MAX_RANK], dim;
+    const char *why = cx_gather_shape(cn, a, ix, &r, od, &dim);
+    if (why) return UNSUP(cn, "%s", why);
     TRY(cx_to_dev(x, a, err));
     TRY(cx_to_dev(x, ix, err));
     cx_val *y = cx_out(x, cn, 0, a->t.dtype, r, od, err);
