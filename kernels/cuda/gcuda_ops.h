@@ -64,6 +64,37 @@ graft_status gops_int_cast(int src_dtype, int dst_dtype, const void *x, void *y,
 graft_status gops_int_cumsum(int dtype, const void *x, void *y, int64_t outer, int64_t len, int64_t inner,
                              int exclusive, int reverse, gcuda_stream s, graft_error *err);
 
+/* The integer ops above as one launch of one block: instruction k runs
+ * over its output's elements (one a thread, at most GOPS_IPROG_N), its
+ * operands read after instruction k - 1's writes (a block barrier between
+ * them), each result what the op's own kernel writes. Operand j is read at
+ * a[j] (BOOL, INT32 or INT64, adt[j]) through st[j] (0: broadcast), or is
+ * the immediate imm[j] where a[j] is NULL; the output is contiguous over
+ * dims. Kinds: BIN (a op b, op a gops_int_op; compares write BOOL), CLIP
+ * (min(max(a, imm[1]), imm[2])), CAST (a to ydt; to BOOL: a != 0), CUMSUM
+ * (along the axis of length len and stride inner of the output's layout;
+ * a laid out as the output), WHERE (a ? b : c, a BOOL). */
+#define GOPS_IPROG_MAX 16
+#define GOPS_IPROG_RANK 4
+#define GOPS_IPROG_N 1024
+typedef enum gops_iprog_kind { GOPS_IP_BIN, GOPS_IP_CLIP, GOPS_IP_CAST, GOPS_IP_CUMSUM, GOPS_IP_WHERE } gops_iprog_kind;
+typedef struct gops_iprog_ins {
+    unsigned char kind, op, ydt, rank; /* ydt, adt: GRAFT_DTYPE_BOOL, _INT32 or _INT64 */
+    unsigned char adt[3], excl, rev;
+    int n;                             /* output elements, 1..GOPS_IPROG_N */
+    int dims[GOPS_IPROG_RANK];
+    int st[3][GOPS_IPROG_RANK];
+    int len, inner;                    /* CUMSUM */
+    const void *a[3];
+    long long imm[3];
+    void *y;
+} gops_iprog_ins;
+typedef struct gops_iprog {
+    int n;
+    gops_iprog_ins ins[GOPS_IPROG_MAX];
+} gops_iprog;
+graft_status gops_int_prog(const gops_iprog *p, gcuda_stream s, graft_error *err);
+
 typedef enum gops_unary_op {
     GOPS_NEG, GOPS_SQRT, GOPS_TANH, GOPS_SIGMOID, GOPS_GELU_ERF, GOPS_GELU_TANH, GOPS_CLIP, GOPS_RELU,
     GOPS_EXP, GOPS_ABS, GOPS_RECIPROCAL, GOPS_IDENTITY

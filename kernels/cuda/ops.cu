@@ -303,6 +303,88 @@ extern "C" graft_status gops_int_cumsum(int dtype, const void *x, void *y, int64
     return GRAFT_OK;
 }
 
+/* gops_int_prog: one block, a thread an element. Plain loads (no .nc):
+ * an operand may be what an earlier instruction of this launch wrote. */
+__device__ __forceinline__ long long go_ip_ld(const void *p, int dt, int64_t i)
+{
+    return dt == GRAFT_DTYPE_INT64   ? ((const long long *)p)[i]
+           : dt == GRAFT_DTYPE_INT32 ? (long long)((const int *)p)[i]
+                                     : (long long)((const uint8_t *)p)[i];
+}
+
+__global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_kernel(const __grid_constant__ gops_iprog p)
+{
+    __shared__ unsigned long long scan[GOPS_IPROG_N];
+    gc_pdl_wait();
+    gc_pdl_trigger();
+    const int t = threadIdx.x;
+    for (int k = 0; k < p.n; k++) {
+        const gops_iprog_ins &I = p.ins[k];
+        const bool act = t < I.n;
+        long long v[3] = {0, 0, 0}, r = 0;
+        if (act) {
+            int off[3] = {0, 0, 0}, i = t;
+            for (int d = I.rank - 1; d >= 0; d--) {
+                const int c = i % I.dims[d];
+                i /= I.dims[d];
+                for (int j = 0; j < 3; j++) off[j] += c * I.st[j][d];
+            }
+            for (int j = 0; j < 3; j++) v[j] = I.a[j] ? go_ip_ld(I.a[j], I.adt[j], off[j]) : I.imm[j];
+            const unsigned long long ua = (unsigned long long)v[0], ub = (unsigned long long)v[1];
+            switch (I.kind) {
+            case GOPS_IP_BIN: /* wrapping arithmetic, as the host's (two's complement) */
+                r = I.op == GOPS_I_ADD       ? (long long)(ua + ub)
+                    : I.op == GOPS_I_SUB     ? (long long)(ua - ub)
+                    : I.op == GOPS_I_MUL     ? (long long)(ua * ub)
+                    : I.op == GOPS_I_MAX     ? (v[0] > v[1] ? v[0] : v[1])
+                    : I.op == GOPS_I_MIN     ? (v[0] < v[1] ? v[0] : v[1])
+                    : I.op == GOPS_I_EQUAL   ? (long long)(v[0] == v[1])
+                    : I.op == GOPS_I_LESS    ? (long long)(v[0] < v[1])
+                                             : (long long)(v[0] > v[1]);
+                break;
+            case GOPS_IP_CLIP: r = v[0] < I.imm[1] ? I.imm[1] : v[0] > I.imm[2] ? I.imm[2] : v[0]; break;
+            case GOPS_IP_WHERE: r = v[0] ? v[1] : v[2]; break;
+            default: r = v[0]; break; /* CAST, CUMSUM's element */
+            }
+        }
+        if (I.kind == GOPS_IP_CUMSUM) { /* a Hillis-Steele scan along the axis, every thread at every barrier */
+            const int pos = act ? (t / I.inner) % I.len : 0;
+            scan[t] = (unsigned long long)r;
+            for (int o = 1; o < I.len; o <<= 1) {
+                __syncthreads();
+                unsigned long long u = 0;
+                if (act && (I.rev ? pos + o < I.len : pos >= o)) u = scan[I.rev ? t + o * I.inner : t - o * I.inner];
+                __syncthreads();
+                scan[t] += u;
+            }
+            __syncthreads();
+            r = (long long)(I.excl ? scan[t] - (unsigned long long)v[0] : scan[t]);
+        }
+        if (act) {
+            if (I.ydt == GRAFT_DTYPE_INT64) ((long long *)I.y)[t] = r;
+            else if (I.ydt == GRAFT_DTYPE_INT32) ((int *)I.y)[t] = (int)r;
+            else ((uint8_t *)I.y)[t] = (uint8_t)(I.kind == GOPS_IP_CAST ? r != 0 : r);
+        }
+        __syncthreads(); /* instruction k's writes, seen by k + 1's reads */
+    }
+}
+
+extern "C" graft_status gops_int_prog(const gops_iprog *p, gcuda_stream s, graft_error *err)
+{
+    if (p->n < 1 || p->n > GOPS_IPROG_MAX) return gcuda_errf(err, GRAFT_EINVAL, "gops_int_prog: %d instructions", p->n);
+    int most = 1;
+    for (int k = 0; k < p->n; k++) {
+        const gops_iprog_ins *I = &p->ins[k];
+        if (I->n < 1 || I->n > GOPS_IPROG_N || I->rank > GOPS_IPROG_RANK || I->kind > GOPS_IP_WHERE ||
+            (I->kind == GOPS_IP_CUMSUM && (I->len < 1 || I->inner < 1 || (int64_t)I->len * I->inner > I->n)))
+            return gcuda_errf(err, GRAFT_EINVAL, "gops_int_prog: instruction %d", k);
+        if (I->n > most) most = I->n;
+    }
+    gc_launch(gcuda_pdl_all(), go_int_prog_kernel, 1, (unsigned)((most + 31) / 32 * 32), 0, s, *p);
+    GCUDA_CHECK_LAUNCH("go_int_prog_kernel");
+    return GRAFT_OK;
+}
+
 /* ------------------------------------------------------------ unary, cast */
 
 template <int OP> __device__ __forceinline__ float go_un(float x, float lo, float hi) { return go_un_f(OP, x, lo, hi); }

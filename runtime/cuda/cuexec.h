@@ -92,6 +92,12 @@ struct cx_ggroup {
     struct cx_node *m[GCUDA_GATHER_MAX];
 };
 
+/* Integer nodes of the input ids run as one program (plan_ints) */
+struct cx_igroup {
+    int n;
+    struct cx_node *m[GOPS_IPROG_MAX];
+};
+
 struct cx_node {
     rt_node n;         /* host binding: kernel, inputs, outputs */
     const cx_op *dop;  /* device implementation or NULL */
@@ -160,6 +166,9 @@ struct cx_node {
     int gth;            /* Gathers of one index tensor: 1 the group's first (runs them all), 2 a later one (mm_run
                          * telling it that the first made its output) */
     struct cx_ggroup *gg; /* the first's group */
+    int ig;             /* integer nodes of the ids: 1 the group's first (runs them all as one program), 2 a later
+                         * one (mm_run telling it that the first made its output) */
+    struct cx_igroup *igg; /* the first's group */
     int wm_next;        /* GRAFT_CUDA_ATTN_PF, _GEMV_PF: 1 + the first weight MatMul after this node (a group's
                          * first standing for the group; 0: none) */
     bool gpf;           /* GRAFT_CUDA_GEMV_PF: a weight MatMul (a group's first) whose GEMV asks L2 for later
@@ -274,6 +283,7 @@ struct cx_exec {
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
     size_t n_gth_nodes, n_gth_groups; /* Gathers of one index tensor, and their groups */
+    size_t n_int_nodes, n_int_groups; /* integer nodes of the ids run as one program, and the programs */
     bool no_gemv;                   /* GRAFT_CUDA_NO_GEMV: one-row MatMuls on cuBLAS too (read once) */
     bool slice_view;                /* unless GRAFT_CUDA_SLICE_VIEW=0 (read once): a Slice of one
                                      * contiguous block is that block, no copy */
@@ -368,6 +378,10 @@ const char *cx_gather_shape(const cx_node *cn, const cx_val *a, const cx_val *ix
                             int64_t *dim);
 /* A group's first Gather (gth 1): the group's gathers in one launch. */
 graft_status cx_gather_run(cx_exec *x, cx_node *cn, graft_error *err);
+/* Nonzero when device node cn is an integer op gops_int_prog can run
+ * (plan_ints); a group's first (ig 1): the group as one program. */
+int cx_int_member(cx_exec *x, cx_node *cn);
+graft_status cx_int_run(cx_exec *x, cx_node *cn, graft_error *err);
 /* After the planning run: constant 2-D weights read only as a device
  * MatMul's B are transposed in place on the device to [N, K] (cx_val.rows),
  * so that a decode GEMV streams each output's row (gcuda_gemv_rows) and a

@@ -1205,6 +1205,8 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
                  : cn->mm == 2   ? cx_mm_follow(x, cn, err)
                  : cn->gth == 1  ? cx_gather_run(x, cn, err)
                  : cn->gth == 2  ? cx_mm_follow(x, cn, err)
+                 : cn->ig == 1   ? cx_int_run(x, cn, err)
+                 : cn->ig == 2   ? cx_mm_follow(x, cn, err)
                                  : cn->dop->run(x, cn, err);
             if (gpf) { /* not taken where the node launched no row GEMV */
                 graft_error pe;
@@ -1786,6 +1788,11 @@ static const char *cx_describe(rt_backend *b)
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu Gathers of shared indices in %zu launch%s", x->n_gth_nodes,
                  x->n_gth_groups, x->n_gth_groups == 1 ? "" : "es");
+    }
+    if (x->n_int_groups) {
+        size_t l = strlen(fz);
+        snprintf(fz + l, sizeof fz - l, "; %zu integer ops of the ids in %zu launch%s", x->n_int_nodes,
+                 x->n_int_groups, x->n_int_groups == 1 ? "" : "es");
     }
     if (x->n_rope_pairs) {
         size_t l = strlen(fz);

@@ -425,6 +425,58 @@ graft_status cx_gather_run(cx_exec *x, cx_node *cn, graft_error *err)
                                    (gcuda_stream)x->stream, err);
 }
 
+/* Node o may join the program of the group g headed by node index hi:
+ * each input is a member's output, a weight, a Constant's output, or a
+ * value computed from the device-resident ids (the ids themselves) by a
+ * node before the head, so none is a host value the step uploads. */
+static int int_joins(cx_exec *x, const struct cx_igroup *g, size_t hi, const cx_node *o)
+{
+    for (int j = 0; j < o->n.n_in; j++) {
+        rt_tensor *t = o->n.in[j];
+        if (!t) continue;
+        int in_g = 0;
+        for (int k = 0; k < g->n && !in_g; k++) in_g = g->m[k]->n.out[0] == t;
+        if (in_g || cx_v(t)->is_init) continue;
+        cx_node *p = producer(x, t);
+        if (p && p->const_done) continue;
+        if (!cx_v(t)->dtaint || (p && (size_t)(p - x->nodes) >= hi)) return 0;
+    }
+    return 1;
+}
+
+/* The integer nodes computing from the device-resident ids (Gemma: the
+ * image and audio token masks' Equal, Cast, CumSum, Sub, Clip, and the
+ * per-layer-input ids' compares and Wheres), each a launch of a few
+ * elements, as one program run by the first (gops_int_prog: one block, a
+ * barrier between ops). The later members' outputs are made early, when
+ * the first runs. Opt-in until measured on a GPU: GRAFT_CUDA_FUSE_INT=1. */
+static void plan_ints(cx_exec *x)
+{
+    const char *e = getenv("GRAFT_CUDA_FUSE_INT");
+    if (!e || strcmp(e, "1")) return;
+    for (size_t i = 0; i < x->n_nodes; i++) {
+        cx_node *h = &x->nodes[i];
+        if (h->ig || h->fuse || h->mm || h->gth || !cx_int_member(x, h)) continue;
+        struct cx_igroup g = {0};
+        if (!int_joins(x, &g, i + 1, h)) continue;
+        g.m[g.n++] = h;
+        for (size_t k = i + 1; k < x->n_nodes && g.n < GOPS_IPROG_MAX; k++) {
+            cx_node *o = &x->nodes[k];
+            if (!o->ig && !o->fuse && !o->mm && !o->gth && cx_int_member(x, o) && int_joins(x, &g, i, o))
+                g.m[g.n++] = o;
+        }
+        if (g.n < 2) continue;
+        struct cx_igroup *gp = malloc(sizeof *gp);
+        if (!gp) return;
+        *gp = g;
+        h->ig = 1;
+        h->igg = gp;
+        for (int k = 1; k < g.n; k++) g.m[k]->ig = 2;
+        x->n_int_groups++;
+        x->n_int_nodes += (size_t)g.n;
+    }
+}
+
 static graft_status fuse_build(cx_exec *x, cx_node *cn, gops_fuse *gp, graft_error *err);
 static graft_status cx_cpro_gemv(cx_exec *x, cx_node *h, int dtype, const gops_rows_norm *pn, const void *const *w,
                                  void *const *y, const int64_t *N, int n, int64_t K, const gops_fuse *tail, int pair,
@@ -649,6 +701,7 @@ void cx_fuse_plan(cx_exec *x)
     int fuse_norm = !fn || strcmp(fn, "0");
     plan_siblings(x);
     plan_gathers(x);
+    plan_ints(x);
     /* readers of each value (a graph output counts as two) */
     for (size_t v = 0; v < x->n_vals; v++) x->vals[v]->n_readers = 0;
     for (size_t i = 0; i < x->n_out; i++) x->vals[x->out_idx[i]]->n_readers += 2;
@@ -1113,6 +1166,8 @@ void cx_fuse_free(cx_node *cn)
     cn->mg = NULL;
     free(cn->gg);
     cn->gg = NULL;
+    free(cn->igg);
+    cn->igg = NULL;
 }
 
 static graft_status cpro_materialize(cx_exec *x, cx_node *r, graft_error *err);

@@ -362,6 +362,144 @@ static graft_status run_cast(cx_exec *x, cx_node *cn, graft_error *err)
     return gops_cast(a->t.dtype, to, a->d, y->d, (int64_t)a->t.numel, STRM(x), err);
 }
 
+/* ------------------------------------------------------------ integer programs */
+
+static int int_or_bool(int dt) { return is_int(dt) || dt == GRAFT_DTYPE_BOOL; }
+
+/* The integer ops of the ids that gops_int_prog runs: the binary ops,
+ * Clip with constant bounds, Cast between integers and bool, CumSum along
+ * a constant axis, Where over integers or bool (see plan_ints). */
+int cx_int_member(cx_exec *x, cx_node *cn)
+{
+    const rt_node *n = &cn->n;
+    const char *op = rt_node_op(n);
+    int64_t v;
+    (void)x;
+    if (cn->place != CX_DEVICE || !cn->dtaint || *graft_node_domain(n->src) || n->n_out != 1 || !n->out[0] ||
+        !int_or_bool(n->out[0]->dtype))
+        return 0;
+    if (int_code(op) >= 0) return n->n_in == 2 && ints(cn, 2);
+    if (!strcmp(op, "Clip"))
+        return n->opset >= 11 && ints(cn, 1) && (!rt_in(n, 1) || const_int(cn, 1, &v)) &&
+               (!rt_in(n, 2) || const_int(cn, 2, &v));
+    if (!strcmp(op, "Cast")) return rt_in(n, 0) && int_or_bool(rt_in(n, 0)->dtype);
+    if (!strcmp(op, "CumSum")) return ints(cn, 1) && const_int(cn, 1, &v);
+    if (!strcmp(op, "Where")) {
+        rt_tensor *c = rt_in(n, 0), *a = rt_in(n, 1), *b = rt_in(n, 2);
+        return c && a && b && c->dtype == GRAFT_DTYPE_BOOL && int_or_bool(a->dtype) && b->dtype == a->dtype;
+    }
+    return 0;
+}
+
+/* Operand j of an instruction: the host constant scalar as an immediate,
+ * else the value on the device through its strides st (rank r). */
+static graft_status ip_operand(cx_exec *x, cx_val *v, gops_iprog_ins *I, int j, int r, const int64_t *od,
+                               graft_error *err)
+{
+    int64_t st[RT_MAX_RANK], imm;
+    I->adt[j] = (unsigned char)v->t.dtype;
+    if (v->sticky && v->on_host && v->t.numel == 1 && v->t.data) {
+        if (v->t.dtype == GRAFT_DTYPE_INT64) imm = *(const int64_t *)v->t.data;
+        else if (v->t.dtype == GRAFT_DTYPE_INT32) imm = *(const int32_t *)v->t.data;
+        else imm = *(const uint8_t *)v->t.data;
+        I->a[j] = NULL;
+        I->imm[j] = imm;
+        return GRAFT_OK;
+    }
+    TRY(cx_to_dev(x, v, err));
+    k_bstrides(v->t.rank, v->t.dims, r, od, st);
+    for (int d = 0; d < r; d++) I->st[j][d] = (int)st[d];
+    I->a[j] = v->d;
+    return GRAFT_OK;
+}
+
+/* Member m's instruction, its output made; 1 in *fits when gops_int_prog
+ * takes its shapes (else nothing is made). */
+static graft_status ip_build(cx_exec *x, cx_node *m, gops_iprog_ins *I, int *fits, graft_error *err)
+{
+    const char *op = rt_node_op(&m->n);
+    cx_val *in[3] = {cx_in(m, 0), NULL, NULL};
+    int nin = 1, r = in[0]->t.rank, ydt = in[0]->t.dtype;
+    int64_t od[RT_MAX_RANK], lo = INT64_MIN, hi = INT64_MAX, ax = 0;
+    memcpy(od, in[0]->t.dims, (size_t)r * sizeof *od);
+    memset(I, 0, sizeof *I);
+    *fits = 0;
+    int bo = int_code(op);
+    if (bo >= 0 || !strcmp(op, "Where")) {
+        nin = bo >= 0 ? 2 : 3;
+        int rr = in[0]->t.rank;
+        int64_t d1[RT_MAX_RANK];
+        memcpy(d1, in[0]->t.dims, (size_t)rr * sizeof *d1);
+        for (int j = 1; j < nin; j++) {
+            in[j] = cx_in(m, j);
+            if (!k_broadcast(rr, d1, in[j]->t.rank, in[j]->t.dims, &r, od))
+                return rt_err(&m->n, err, GRAFT_EINVAL, "shapes do not broadcast");
+            rr = r;
+            memcpy(d1, od, (size_t)r * sizeof *od);
+        }
+        I->kind = bo >= 0 ? GOPS_IP_BIN : GOPS_IP_WHERE;
+        I->op = (unsigned char)(bo >= 0 ? bo : 0);
+        ydt = bo >= GOPS_I_EQUAL ? GRAFT_DTYPE_BOOL : in[nin - 1]->t.dtype;
+    } else if (!strcmp(op, "Clip")) {
+        if ((rt_in(&m->n, 1) && !const_int(m, 1, &lo)) || (rt_in(&m->n, 2) && !const_int(m, 2, &hi))) return GRAFT_OK;
+        I->kind = GOPS_IP_CLIP;
+    } else if (!strcmp(op, "Cast")) {
+        I->kind = GOPS_IP_CAST;
+        ydt = (int)rt_attr_int(&m->n, "to", 0);
+        if (!int_or_bool(ydt)) return GRAFT_OK;
+    } else if (!strcmp(op, "CumSum")) {
+        if (!const_int(m, 1, &ax) || r < 1 || ax < -r || ax >= r) return GRAFT_OK;
+        if (ax < 0) ax += r;
+        I->kind = GOPS_IP_CUMSUM;
+        I->excl = (unsigned char)(rt_attr_int(&m->n, "exclusive", 0) != 0);
+        I->rev = (unsigned char)(rt_attr_int(&m->n, "reverse", 0) != 0);
+    } else {
+        return GRAFT_OK;
+    }
+    int64_t numel = 1;
+    for (int d = 0; d < r; d++) numel *= od[d];
+    if (r > GOPS_IPROG_RANK || numel < 1 || numel > GOPS_IPROG_N) return GRAFT_OK;
+    I->rank = (unsigned char)r;
+    I->n = (int)numel;
+    I->ydt = (unsigned char)ydt;
+    for (int d = 0; d < r; d++) I->dims[d] = (int)od[d];
+    if (I->kind == GOPS_IP_CUMSUM) {
+        int64_t inner = 1;
+        for (int d = (int)ax + 1; d < r; d++) inner *= od[d];
+        I->len = (int)od[ax];
+        I->inner = (int)inner;
+    }
+    for (int j = 0; j < nin; j++) TRY(ip_operand(x, in[j], I, j, r, od, err));
+    if (I->kind == GOPS_IP_CLIP) I->imm[1] = lo, I->imm[2] = hi;
+    cx_val *y = cx_out(x, m, 0, ydt, r, od, err);
+    OUT_OR_FAIL(y);
+    I->y = y->d;
+    *fits = 1;
+    return GRAFT_OK;
+}
+
+/* The group's first (ig 1): every member as an instruction of one
+ * program, the later ones' outputs made here and marked for this run; as
+ * kernels of their own where a member's shapes do not fit (more than
+ * GOPS_IPROG_N elements: a long prompt's ids). */
+graft_status cx_int_run(cx_exec *x, cx_node *cn, graft_error *err)
+{
+    struct cx_igroup *g = cn->igg;
+    gops_iprog p;
+    p.n = 0;
+    for (int k = 0; k < g->n; k++) {
+        int fits;
+        TRY(ip_build(x, g->m[k], &p.ins[p.n], &fits, err));
+        if (!fits) { /* the members made so far: their own kernels after all */
+            for (int j = 1; j < k; j++) g->m[j]->mm_run = 0;
+            return cn->dop->run(x, cn, err);
+        }
+        p.n++;
+        if (k) g->m[k]->mm_run = x->run_no;
+    }
+    return gops_int_prog(&p, STRM(x), err);
+}
+
 /* ------------------------------------------------------------ MatMul */
 
 static int acc_matmul(cx_exec *x, cx_node *cn)

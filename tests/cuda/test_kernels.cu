@@ -1972,6 +1972,146 @@ template <typename T> static void test_int_ops(int dt)
     release_all();
 }
 
+/* gops_int_prog against the ops' own kernels (each checked above against
+ * the host), output by output and byte for byte, every output poisoned:
+ * Gemma's token routing over ids [1, S] (S up to GOPS_IPROG_N), then
+ * strided operands, scans along an inner and an outer axis of [2, 5, 3]. */
+static gops_iprog_ins ip_ins(int kind, int op, int ydt, int rank, const int *dims, void *y)
+{
+    gops_iprog_ins I;
+    memset(&I, 0, sizeof I);
+    I.kind = (unsigned char)kind, I.op = (unsigned char)op, I.ydt = (unsigned char)ydt, I.rank = (unsigned char)rank;
+    I.n = 1;
+    for (int d = 0; d < rank; d++) I.dims[d] = dims[d], I.n *= dims[d];
+    I.y = y;
+    return I;
+}
+static void ip_arg(gops_iprog_ins &I, int j, const void *a, int dt, const int64_t *st, long long imm = 0)
+{
+    I.a[j] = a, I.adt[j] = (unsigned char)dt, I.imm[j] = imm;
+    for (int d = 0; d < I.rank; d++) I.st[j][d] = a && st ? (int)st[d] : 0;
+}
+static size_t ip_bytes(int dt) { return dt == GRAFT_DTYPE_INT64 ? 8 : dt == GRAFT_DTYPE_INT32 ? 4 : 1; }
+
+template <typename T> static void test_int_prog(int dt)
+{
+    std::mt19937 g(11);
+    const int other = dt == GRAFT_DTYPE_INT64 ? GRAFT_DTYPE_INT32 : GRAFT_DTYPE_INT64, B8 = GRAFT_DTYPE_BOOL;
+    const int Ss[] = {1, 5, 300, GOPS_IPROG_N};
+    for (int S : Ss) {
+        auto ids = int_rnd<T>((size_t)S, g);
+        std::vector<T> bv = {(T)2};
+        void *di = int_up(ids), *db = int_up(bv);
+        const int dims[2] = {1, S};
+        const int64_t st[2] = {S, 1}, sb[2] = {0, 0};
+        gops_shape sh = {}, shb = {};
+        sh.rank = shb.rank = 2;
+        sh.dims[0] = shb.dims[0] = 1, sh.dims[1] = shb.dims[1] = S;
+        sh.st[0][1] = sh.st[1][1] = sh.st[2][1] = 1;
+        shb.st[0][1] = 1; /* b [1, 1] broadcast */
+        /* outputs: program (p) and kernels (k); dtypes */
+        const int ydt[9] = {B8, dt, dt, dt, dt, dt, B8, B8, other};
+        void *p[9], *k[9];
+        for (int j = 0; j < 9; j++) {
+            p[j] = poisoned_bytes((size_t)S * ip_bytes(ydt[j]));
+            k[j] = poisoned_bytes((size_t)S * ip_bytes(ydt[j]));
+        }
+        std::vector<T> three = {(T)3}, one = {(T)1};
+        void *d3 = int_up(three), *d1 = int_up(one);
+        gops_iprog pr;
+        memset(&pr, 0, sizeof pr);
+        gops_iprog_ins *I = pr.ins;
+        I[0] = ip_ins(GOPS_IP_BIN, GOPS_I_EQUAL, B8, 2, dims, p[0]); /* ids == 3 (an immediate) */
+        ip_arg(I[0], 0, di, dt, st), ip_arg(I[0], 1, NULL, dt, NULL, 3);
+        I[1] = ip_ins(GOPS_IP_CAST, 0, dt, 2, dims, p[1]);
+        ip_arg(I[1], 0, p[0], B8, st);
+        I[2] = ip_ins(GOPS_IP_CUMSUM, 0, dt, 2, dims, p[2]);
+        ip_arg(I[2], 0, p[1], dt, st);
+        I[2].len = S, I[2].inner = 1;
+        I[3] = ip_ins(GOPS_IP_BIN, GOPS_I_SUB, dt, 2, dims, p[3]); /* - 1 (an immediate) */
+        ip_arg(I[3], 0, p[2], dt, st), ip_arg(I[3], 1, NULL, dt, NULL, 1);
+        I[4] = ip_ins(GOPS_IP_CLIP, 0, dt, 2, dims, p[4]);
+        ip_arg(I[4], 0, p[3], dt, st);
+        I[4].imm[1] = 0, I[4].imm[2] = 2;
+        I[5] = ip_ins(GOPS_IP_WHERE, 0, dt, 2, dims, p[5]); /* mask ? clipped : ids */
+        ip_arg(I[5], 0, p[0], B8, st), ip_arg(I[5], 1, p[4], dt, st), ip_arg(I[5], 2, di, dt, st);
+        I[6] = ip_ins(GOPS_IP_BIN, GOPS_I_LESS, B8, 2, dims, p[6]); /* ids < b, b [1, 1] on the device */
+        ip_arg(I[6], 0, di, dt, st), ip_arg(I[6], 1, db, dt, sb);
+        I[7] = ip_ins(GOPS_IP_CAST, 0, B8, 2, dims, p[7]);
+        ip_arg(I[7], 0, p[5], dt, st);
+        I[8] = ip_ins(GOPS_IP_CAST, 0, other, 2, dims, p[8]);
+        ip_arg(I[8], 0, p[5], dt, st);
+        pr.n = 9;
+        CK(gops_int_prog(&pr, NULL, &E));
+        gops_shape shs = sh; /* a scalar on the device for the kernels' immediates */
+        shs.st[1][1] = 0;
+        CK(gops_int_binary(GOPS_I_EQUAL, dt, &shs, di, d3, k[0], NULL, &E));
+        CK(gops_int_cast(B8, dt, k[0], k[1], S, NULL, &E));
+        CK(gops_int_cumsum(dt, k[1], k[2], 1, S, 1, 0, 0, NULL, &E));
+        CK(gops_int_binary(GOPS_I_SUB, dt, &shs, k[2], d1, k[3], NULL, &E));
+        CK(gops_int_clip(dt, k[3], k[4], S, 0, 2, NULL, &E));
+        CK(gops_where(dt, &sh, (const uint8_t *)k[0], k[4], di, k[5], NULL, &E));
+        CK(gops_int_binary(GOPS_I_LESS, dt, &shb, di, db, k[6], NULL, &E));
+        CK(gops_int_cast(dt, B8, k[5], k[7], S, NULL, &E));
+        CK(gops_int_cast(dt, other, k[5], k[8], S, NULL, &E));
+        const char *what[9] = {"equal", "cast", "cumsum", "sub", "clip", "where", "less", "to bool", "to width"};
+        for (int j = 0; j < 9; j++) {
+            size_t nb = (size_t)S * ip_bytes(ydt[j]);
+            auto a = int_down<uint8_t>(p[j], nb + 8), b = int_down<uint8_t>(k[j], nb + 8);
+            size_t bad = 0;
+            for (size_t i = 0; i < nb + 8; i++) bad += a[i] != b[i]; /* the 8 bytes past: still poisoned */
+            int_row("int program", fmt("routing [1,%d]: %s", S, what[j]), dt, nb, bad);
+        }
+    }
+    /* [2, 5, 3]: max by b [1, 5, 1], where cond [2, 1, 3] ? x : -9, scans along axis 1 (exclusive) and 0 (reverse) */
+    {
+        const int A = 2, Bd = 5, C = 3, n = A * Bd * C, dims[3] = {A, Bd, C};
+        auto xv = int_rnd<T>((size_t)n, g), bv = int_rnd<T>((size_t)Bd, g);
+        std::vector<uint8_t> cv((size_t)(A * C));
+        for (auto &c : cv) c = (uint8_t)(g() & 1);
+        std::vector<T> m9 = {(T)-9};
+        void *dx = int_up(xv), *db = int_up(bv), *dc = int_up(cv), *dm9 = int_up(m9);
+        const int64_t sx[3] = {Bd * C, C, 1}, sbv[3] = {0, 1, 0}, sc[3] = {C, 0, 1};
+        void *p[4], *k[4];
+        for (int j = 0; j < 4; j++) p[j] = poisoned_bytes((size_t)n * sizeof(T)), k[j] = poisoned_bytes((size_t)n * sizeof(T));
+        gops_iprog pr;
+        memset(&pr, 0, sizeof pr);
+        gops_iprog_ins *I = pr.ins;
+        I[0] = ip_ins(GOPS_IP_BIN, GOPS_I_MAX, dt, 3, dims, p[0]);
+        ip_arg(I[0], 0, dx, dt, sx), ip_arg(I[0], 1, db, dt, sbv);
+        I[1] = ip_ins(GOPS_IP_WHERE, 0, dt, 3, dims, p[1]);
+        ip_arg(I[1], 0, dc, B8, sc), ip_arg(I[1], 1, p[0], dt, sx), ip_arg(I[1], 2, NULL, dt, NULL, -9);
+        I[2] = ip_ins(GOPS_IP_CUMSUM, 0, dt, 3, dims, p[2]);
+        ip_arg(I[2], 0, p[1], dt, sx);
+        I[2].len = Bd, I[2].inner = C, I[2].excl = 1;
+        I[3] = ip_ins(GOPS_IP_CUMSUM, 0, dt, 3, dims, p[3]);
+        ip_arg(I[3], 0, p[2], dt, sx);
+        I[3].len = A, I[3].inner = Bd * C, I[3].rev = 1;
+        pr.n = 4;
+        CK(gops_int_prog(&pr, NULL, &E));
+        gops_shape s3 = {};
+        s3.rank = 3;
+        for (int d = 0; d < 3; d++) s3.dims[d] = dims[d], s3.st[0][d] = sx[d], s3.st[1][d] = sbv[d];
+        CK(gops_int_binary(GOPS_I_MAX, dt, &s3, dx, db, k[0], NULL, &E));
+        gops_shape w3 = {};
+        w3.rank = 3;
+        for (int d = 0; d < 3; d++) w3.dims[d] = dims[d], w3.st[0][d] = sc[d], w3.st[1][d] = sx[d], w3.st[2][d] = 0;
+        CK(gops_where(dt, &w3, (const uint8_t *)dc, k[0], dm9, k[1], NULL, &E));
+        CK(gops_int_cumsum(dt, k[1], k[2], A, Bd, C, 1, 0, NULL, &E));
+        CK(gops_int_cumsum(dt, k[2], k[3], 1, A, Bd * C, 0, 1, NULL, &E));
+        const char *what[4] = {"max by [1,5,1]", "where [2,1,3] ? x : -9", "cumsum axis 1 exclusive",
+                               "cumsum axis 0 reverse"};
+        for (int j = 0; j < 4; j++) {
+            size_t nb = (size_t)n * sizeof(T);
+            auto a = int_down<uint8_t>(p[j], nb + 8), b = int_down<uint8_t>(k[j], nb + 8);
+            size_t bad = 0;
+            for (size_t i = 0; i < nb + 8; i++) bad += a[i] != b[i];
+            int_row("int program", fmt("[2,5,3]: %s", what[j]), dt, nb, bad);
+        }
+    }
+    release_all();
+}
+
 /* ------------------------------------------------------------ bandwidth */
 
 __global__ void init_kernel_f32(float *p, size_t n, unsigned seed)
@@ -3062,6 +3202,8 @@ int main(int argc, char **argv)
     }
     test_int_ops<int64_t>(GRAFT_DTYPE_INT64);
     test_int_ops<int32_t>(GRAFT_DTYPE_INT32);
+    test_int_prog<int64_t>(GRAFT_DTYPE_INT64);
+    test_int_prog<int32_t>(GRAFT_DTYPE_INT32);
 
     int fails = 0;
     printf("\n| kernel | shape | dtype | non-finite | max err / max ref | threshold | result |\n"
