@@ -587,6 +587,8 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->no_gemv = getenv("GRAFT_CUDA_NO_GEMV") != NULL;
     const char *mp = getenv("GRAFT_CUDA_MAPPED");
     x->mapped = !mp || strcmp(mp, "0"); /* GRAFT_CUDA_MAPPED=0: the id copied back, the lengths copied up */
+    const char *gt = getenv("GRAFT_CUDA_GRAPH_TIME");
+    x->rp_every = gt && *gt ? (unsigned)strtoul(gt, NULL, 10) : 1;
     const char *sv = getenv("GRAFT_CUDA_SLICE_VIEW");
     x->slice_view = !sv || strcmp(sv, "0"); /* GRAFT_CUDA_SLICE_VIEW=0: Slices copied */
     const char *prof = getenv("GRAFT_CUDA_PROFILE");
@@ -1339,9 +1341,10 @@ static int replay(cx_exec *x)
     x->replaying = false;
     if (!ok) return 0;
     cudaEvent_t *ev2 = x->rpev[x->slot];
-    if (!ev2[0] && (cudaEventCreate(&ev2[0]) != cudaSuccess || cudaEventCreate(&ev2[1]) != cudaSuccess))
+    bool timed = x->rp_every && x->rp_launches++ % x->rp_every == 0;
+    if (timed && !ev2[0] && (cudaEventCreate(&ev2[0]) != cudaSuccess || cudaEventCreate(&ev2[1]) != cudaSuccess))
         (void)cudaGetLastError();
-    bool ev = ev2[0] && ev2[1] && cudaEventRecord(ev2[0], x->stream) == cudaSuccess;
+    bool ev = timed && ev2[0] && ev2[1] && cudaEventRecord(ev2[0], x->stream) == cudaSuccess;
     if (cudaGraphLaunch(x->gexec[x->slot], x->stream) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
