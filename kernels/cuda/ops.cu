@@ -667,10 +667,7 @@ __global__ void __launch_bounds__(GO_AMAX_THREADS)
         const int64_t id = bi == n || isnan(gc_f(x[0])) ? 0 : bi;
         if (out) *out = id;
         if (out32) *out32 = (int32_t)id;
-        if (out_h) {
-            *out_h = id;
-            __threadfence_system(); /* seen by a host that polls it (GRAFT_CUDA_AMAX_POLL) before the kernel ends */
-        }
+        if (out_h) *out_h = id;
         *counter = 0;
     }
 }

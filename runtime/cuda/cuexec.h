@@ -280,9 +280,6 @@ struct cx_exec {
     void *keep;               /* argmax_start: the logits row kept, a slot each (keep_cap bytes each) */
     size_t keep_cap;
     cudaEvent_t amax_ev[2];   /* argmax_start: the id of slot s in amax_h (written there, or copied back) */
-    bool amax_poll;           /* GRAFT_CUDA_AMAX_POLL=1 (with the mapped id): no event after the argmax; argmax_wait
-                               * spins on the slot's pinned id, reset to INT64_MIN before the kernel is enqueued */
-    bool amax_polled[2];      /* slot s's pick is waited for so */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
     size_t n_gth_nodes, n_gth_groups; /* Gathers of one index tensor, and their groups */

@@ -587,8 +587,6 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->no_gemv = getenv("GRAFT_CUDA_NO_GEMV") != NULL;
     const char *mp = getenv("GRAFT_CUDA_MAPPED");
     x->mapped = !mp || strcmp(mp, "0"); /* GRAFT_CUDA_MAPPED=0: the id copied back, the lengths copied up */
-    const char *ap = getenv("GRAFT_CUDA_AMAX_POLL");
-    x->amax_poll = ap && !strcmp(ap, "1");
     const char *gt = getenv("GRAFT_CUDA_GRAPH_TIME");
     x->rp_every = gt && *gt ? (unsigned)strtoul(gt, NULL, 10) : 1;
     const char *sv = getenv("GRAFT_CUDA_SLICE_VIEW");
@@ -1720,14 +1718,12 @@ static graft_status cx_argmax_start(rt_backend *b, const char *name, void *ids, 
     bool i64 = ids_dtype == GRAFT_DTYPE_INT64;
     int64_t *res = i64 ? (int64_t *)ids : x->amax_d;
     /* the id into the slot's pinned copy: written there by the kernel where the device maps it, else copied */
-    x->amax_polled[s] = x->amax_poll && x->amax_hd;
-    if (x->amax_polled[s]) ((volatile int64_t *)x->amax_h)[s] = INT64_MIN; /* the kernel comes after this store */
     rc = gops_argmax_to(dt, row, n, res, i64 ? NULL : (int32_t *)ids, x->amax_hd ? x->amax_hd + s : NULL, keep,
                         (char *)x->amax_d + 16, (gcuda_stream)x->stream, err);
     if (rc != GRAFT_OK) return rc;
     if (!x->amax_hd)
         CX_CUDA(cudaMemcpyAsync(x->amax_h + s, res, sizeof *x->amax_h, cudaMemcpyDeviceToHost, x->stream), "argmax");
-    if (!x->amax_polled[s]) CX_CUDA(cudaEventRecord(x->amax_ev[s], x->stream), "argmax event");
+    CX_CUDA(cudaEventRecord(x->amax_ev[s], x->stream), "argmax event");
     *kept = keep;
     *ticket = s;
     return GRAFT_OK;
@@ -1737,19 +1733,6 @@ static graft_status cx_argmax_wait(rt_backend *b, int ticket, int64_t *id, graft
 {
     cx_exec *x = (cx_exec *)b;
     if (ticket < 0 || ticket > 1 || !x->amax_ev[ticket]) return xerr(err, GRAFT_EINVAL, "argmax_wait: no such pick");
-    if (x->amax_polled[ticket]) { /* the kernel fences its store to the system; a stream that fails or drains
-                                   * without it is an error */
-        volatile int64_t *h = (volatile int64_t *)x->amax_h + ticket;
-        for (unsigned long it = 1; *h == INT64_MIN; it++) {
-            if (it % 4096) continue;
-            cudaError_t q = cudaStreamQuery(x->stream);
-            if (q == cudaErrorNotReady) continue;
-            if (q != cudaSuccess) CX_CUDA(q, "argmax");
-            if (*h == INT64_MIN) return xerr(err, GRAFT_EIO, "argmax: the stream ended without the id");
-        }
-        *id = *h;
-        return GRAFT_OK;
-    }
     CX_CUDA(cudaEventSynchronize(x->amax_ev[ticket]), "synchronise");
     *id = x->amax_h[ticket];
     return GRAFT_OK;
