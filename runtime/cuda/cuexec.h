@@ -316,8 +316,8 @@ struct cx_exec {
     size_t rp_gpu_n;
     cudaEvent_t rpev[2][2]; /* a slot's: before and after its last launch */
     bool rpev_pending[2];
-    unsigned rp_every;      /* GRAFT_CUDA_GRAPH_TIME=N: the events around every Nth launch (1, the default: each;
-                             * 0: none), so that the stream between two steps holds no event records */
+    unsigned rp_every;      /* GRAFT_CUDA_GRAPH_TIME=N: the events around every Nth launch (default 8; 1: each, 0:
+                             * none); a step's stream without them: E2B 422.1 against 421.6 tok/s (H100, session 41) */
     size_t rp_launches;
 };
 

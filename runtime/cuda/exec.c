@@ -588,7 +588,7 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     const char *mp = getenv("GRAFT_CUDA_MAPPED");
     x->mapped = !mp || strcmp(mp, "0"); /* GRAFT_CUDA_MAPPED=0: the id copied back, the lengths copied up */
     const char *gt = getenv("GRAFT_CUDA_GRAPH_TIME");
-    x->rp_every = gt && *gt ? (unsigned)strtoul(gt, NULL, 10) : 1;
+    x->rp_every = gt && *gt ? (unsigned)strtoul(gt, NULL, 10) : 8;
     const char *sv = getenv("GRAFT_CUDA_SLICE_VIEW");
     x->slice_view = !sv || strcmp(sv, "0"); /* GRAFT_CUDA_SLICE_VIEW=0: Slices copied */
     const char *prof = getenv("GRAFT_CUDA_PROFILE");
