@@ -383,7 +383,7 @@ const char *cx_gather_shape(const cx_node *cn, const cx_val *a, const cx_val *ix
 graft_status cx_gather_run(cx_exec *x, cx_node *cn, graft_error *err);
 /* Nonzero when device node cn is an integer op gops_int_prog can run
  * (plan_ints); a group's first (ig 1): the group as one program. */
-int cx_int_member(cx_exec *x, cx_node *cn);
+int cx_int_member(const cx_node *cn);
 graft_status cx_int_run(cx_exec *x, cx_node *cn, graft_error *err);
 /* After the planning run: constant 2-D weights read only as a device
  * MatMul's B are transposed in place on the device to [N, K] (cx_val.rows),

@@ -457,13 +457,13 @@ static void plan_ints(cx_exec *x)
     if (e && !strcmp(e, "0")) return;
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *h = &x->nodes[i];
-        if (h->ig || h->fuse || h->mm || h->gth || !cx_int_member(x, h)) continue;
+        if (h->ig || h->fuse || h->mm || h->gth || !cx_int_member(h)) continue;
         struct cx_igroup g = {0};
         if (!int_joins(x, &g, i + 1, h)) continue;
         g.m[g.n++] = h;
         for (size_t k = i + 1; k < x->n_nodes && g.n < GOPS_IPROG_MAX; k++) {
             cx_node *o = &x->nodes[k];
-            if (!o->ig && !o->fuse && !o->mm && !o->gth && cx_int_member(x, o) && int_joins(x, &g, i, o))
+            if (!o->ig && !o->fuse && !o->mm && !o->gth && cx_int_member(o) && int_joins(x, &g, i, o))
                 g.m[g.n++] = o;
         }
         if (g.n < 2) continue;

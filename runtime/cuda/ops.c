@@ -74,6 +74,24 @@ static int const_int(cx_node *cn, int i, int64_t *v)
     return 1;
 }
 
+/* An integer Clip's constant bounds (absent: unbounded); 0 when one is not
+ * a host constant scalar. */
+static int int_clip_bounds(cx_node *cn, int64_t *lo, int64_t *hi)
+{
+    *lo = INT64_MIN, *hi = INT64_MAX;
+    return (!rt_in(&cn->n, 1) || const_int(cn, 1, lo)) && (!rt_in(&cn->n, 2) || const_int(cn, 2, hi));
+}
+
+/* CumSum's constant axis over a rank-r input, made non-negative: 1; 0: not
+ * a host constant; -1: outside the rank. */
+static int cumsum_axis(cx_node *cn, int r, int64_t *ax)
+{
+    if (!const_int(cn, 1, ax)) return 0;
+    if (r < 1 || *ax < -r || *ax >= r) return -1;
+    if (*ax < 0) *ax += r;
+    return 1;
+}
+
 static int int_code(const char *op)
 {
     return !strcmp(op, "Add")       ? GOPS_I_ADD
@@ -223,10 +241,9 @@ static graft_status run_where(cx_exec *x, cx_node *cn, graft_error *err)
 
 static int acc_unary(cx_exec *x, cx_node *cn)
 {
-    int64_t v;
+    int64_t lo, hi;
     if (ints(cn, 1)) /* an integer Clip with constant bounds */
-        return !strcmp(rt_node_op(&cn->n), "Clip") && cn->n.opset >= 11 && (!rt_in(&cn->n, 1) || const_int(cn, 1, &v)) &&
-               (!rt_in(&cn->n, 2) || const_int(cn, 2, &v));
+        return !strcmp(rt_node_op(&cn->n), "Clip") && cn->n.opset >= 11 && int_clip_bounds(cn, &lo, &hi);
     if (!floats(cn, 1)) return 0;
     if (!strcmp(rt_node_op(&cn->n), "Clip")) {
         if (cn->n.opset < 11) return 1;
@@ -284,9 +301,8 @@ static graft_status run_unary(cx_exec *x, cx_node *cn, graft_error *err)
 {
     cx_val *a0 = cx_in(cn, 0);
     if (is_int(a0->t.dtype)) { /* Clip (acc_unary) */
-        int64_t lo = INT64_MIN, hi = INT64_MAX;
-        if ((rt_in(&cn->n, 1) && !const_int(cn, 1, &lo)) || (rt_in(&cn->n, 2) && !const_int(cn, 2, &hi)))
-            return UNSUP(cn, "min/max");
+        int64_t lo, hi;
+        if (!int_clip_bounds(cn, &lo, &hi)) return UNSUP(cn, "min/max");
         TRY(cx_to_dev(x, a0, err));
         cx_val *y = cx_out(x, cn, 0, a0->t.dtype, a0->t.rank, a0->t.dims, err);
         OUT_OR_FAIL(y);
@@ -319,10 +335,9 @@ static graft_status run_cumsum(cx_exec *x, cx_node *cn, graft_error *err)
 {
     cx_val *a = cx_in(cn, 0);
     int64_t ax;
-    if (!const_int(cn, 1, &ax)) return UNSUP(cn, "axis");
-    if (ax < -a->t.rank || ax >= a->t.rank || a->t.rank < 1)
-        return rt_err(&cn->n, err, GRAFT_EINVAL, "axis %lld of a rank-%d input", (long long)ax, a->t.rank);
-    if (ax < 0) ax += a->t.rank;
+    int ok = cumsum_axis(cn, a->t.rank, &ax);
+    if (!ok) return UNSUP(cn, "axis");
+    if (ok < 0) return rt_err(&cn->n, err, GRAFT_EINVAL, "axis %lld of a rank-%d input", (long long)ax, a->t.rank);
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < ax; d++) outer *= a->t.dims[d];
     for (int d = (int)ax + 1; d < a->t.rank; d++) inner *= a->t.dims[d];
@@ -367,28 +382,18 @@ static graft_status run_cast(cx_exec *x, cx_node *cn, graft_error *err)
 static int int_or_bool(int dt) { return is_int(dt) || dt == GRAFT_DTYPE_BOOL; }
 
 /* The integer ops of the ids that gops_int_prog runs: the binary ops,
- * Clip with constant bounds, Cast between integers and bool, CumSum along
- * a constant axis, Where over integers or bool (see plan_ints). */
-int cx_int_member(cx_exec *x, cx_node *cn)
+ * Clip, Cast, CumSum and Where, placed on the device with an integer or
+ * bool output (their accept functions took the operand types, the
+ * constant bounds and axis; see plan_ints). */
+int cx_int_member(const cx_node *cn)
 {
     const rt_node *n = &cn->n;
     const char *op = rt_node_op(n);
-    int64_t v;
-    (void)x;
     if (cn->place != CX_DEVICE || !cn->dtaint || *graft_node_domain(n->src) || n->n_out != 1 || !n->out[0] ||
         !int_or_bool(n->out[0]->dtype))
         return 0;
-    if (int_code(op) >= 0) return n->n_in == 2 && ints(cn, 2);
-    if (!strcmp(op, "Clip"))
-        return n->opset >= 11 && ints(cn, 1) && (!rt_in(n, 1) || const_int(cn, 1, &v)) &&
-               (!rt_in(n, 2) || const_int(cn, 2, &v));
-    if (!strcmp(op, "Cast")) return rt_in(n, 0) && int_or_bool(rt_in(n, 0)->dtype);
-    if (!strcmp(op, "CumSum")) return ints(cn, 1) && const_int(cn, 1, &v);
-    if (!strcmp(op, "Where")) {
-        rt_tensor *c = rt_in(n, 0), *a = rt_in(n, 1), *b = rt_in(n, 2);
-        return c && a && b && c->dtype == GRAFT_DTYPE_BOOL && int_or_bool(a->dtype) && b->dtype == a->dtype;
-    }
-    return 0;
+    if (int_code(op) >= 0) return n->n_in == 2;
+    return !strcmp(op, "Clip") || !strcmp(op, "Cast") || !strcmp(op, "CumSum") || !strcmp(op, "Where");
 }
 
 /* Operand j of an instruction: the host constant scalar as an immediate,
@@ -420,7 +425,7 @@ static graft_status ip_build(cx_exec *x, cx_node *m, gops_iprog_ins *I, int *fit
     const char *op = rt_node_op(&m->n);
     cx_val *in[3] = {cx_in(m, 0), NULL, NULL};
     int nin = 1, r = in[0]->t.rank, ydt = in[0]->t.dtype;
-    int64_t od[RT_MAX_RANK], lo = INT64_MIN, hi = INT64_MAX, ax = 0;
+    int64_t od[RT_MAX_RANK], lo = 0, hi = 0, ax = 0;
     memcpy(od, in[0]->t.dims, (size_t)r * sizeof *od);
     memset(I, 0, sizeof *I);
     *fits = 0;
@@ -441,15 +446,14 @@ static graft_status ip_build(cx_exec *x, cx_node *m, gops_iprog_ins *I, int *fit
         I->op = (unsigned char)(bo >= 0 ? bo : 0);
         ydt = bo >= GOPS_I_EQUAL ? GRAFT_DTYPE_BOOL : in[nin - 1]->t.dtype;
     } else if (!strcmp(op, "Clip")) {
-        if ((rt_in(&m->n, 1) && !const_int(m, 1, &lo)) || (rt_in(&m->n, 2) && !const_int(m, 2, &hi))) return GRAFT_OK;
+        if (!int_clip_bounds(m, &lo, &hi)) return GRAFT_OK;
         I->kind = GOPS_IP_CLIP;
     } else if (!strcmp(op, "Cast")) {
         I->kind = GOPS_IP_CAST;
         ydt = (int)rt_attr_int(&m->n, "to", 0);
         if (!int_or_bool(ydt)) return GRAFT_OK;
     } else if (!strcmp(op, "CumSum")) {
-        if (!const_int(m, 1, &ax) || r < 1 || ax < -r || ax >= r) return GRAFT_OK;
-        if (ax < 0) ax += r;
+        if (cumsum_axis(m, r, &ax) != 1) return GRAFT_OK;
         I->kind = GOPS_IP_CUMSUM;
         I->excl = (unsigned char)(rt_attr_int(&m->n, "exclusive", 0) != 0);
         I->rev = (unsigned char)(rt_attr_int(&m->n, "reverse", 0) != 0);
