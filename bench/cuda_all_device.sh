@@ -214,7 +214,7 @@ if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; th
         echo "[$v]"
         env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib $envs .devcarry-rt/graft bench /tmp/e2b/export --device cuda \
             --prompt-tokens 128 --new-tokens 64 $opts 2>&1 | grep -E "tok/s|^device:" |
-            sed 's/ elementwise nodes fused into / into /; s/MatMul weights .* stored \[N, K\]/weights [N, K]/' | cut -c1-800
+            sed 's/ elementwise nodes fused into / into /; s/MatMul weights .* stored \[N, K\]/weights [N, K]/' | cut -c1-1400
     done
 fi
 if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; then
