@@ -8,6 +8,11 @@
 #   here:   make BUILD=build/cudart -j2 build/cudart/graft && bash bench/cuda_all_device.sh prepare
 #           (graft, libgraft_cuda.so, their non-CUDA .so files and test_kernels, xz'd
 #           into .devcarry-all: 5 MB instead of 45, the call's tree stays under 64 MiB)
+#           .whl: the fixture tools' pure-Python wheels the device lacks, and the tokenizers that
+#           transformers 5.14.1 accepts (the device's 0.23.2 is refused on import):
+#           pip download --no-deps -d .whl mobius-onnx==0.1.0 onnx-shape-inference==0.4.0 onnx-ir==1.1.0 \
+#             onnxscript==0.7.2 transformers==5.14.1 && pip download --no-deps --only-binary=:all: \
+#             --platform manylinux2014_x86_64 --python-version 3.12 -d .whl tokenizers==0.22.2
 #   device: run tool, carry [".whl", ".devcarry-all"] (and "build/cupti" from tools/cupti_trace.sh for the
 #           kernel trace where the machine has no nsys), timeout_s 600:
 #           bash bench/cuda_all_device.sh run [STEPS]

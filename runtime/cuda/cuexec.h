@@ -295,11 +295,14 @@ struct cx_exec {
     void *keep;               /* argmax_start: the logits row kept, a slot each (keep_cap bytes each) */
     size_t keep_cap;
     cudaEvent_t amax_ev[2];   /* argmax_start: the id of slot s in amax_h (written there, or copied back) */
-    /* GRAFT_CUDA_AMAX_GRAPH=1: a pipelined decode's pick captured as the last node of its slot's graph, so
+    /* GRAFT_CUDA_AMAX_GRAPH (docs/SWITCHES.md: wrong tokens on the Gemma fixtures at =1, session 42; being
+     * diagnosed): a pipelined decode's pick captured as the last node of its slot's graph, so
      * that no kernel of its own stands between two steps' graphs. amax_args[s]: argmax_start's last pick in
      * slot s (amax_set[s]; cleared by an eager run, which may move what it points at); amax_cap[s]: the pick
      * at the end of gexec[s] (amax_capd[s]); amax_ran: the graph the last run launched ran amax_cap[slot] */
-    bool amax_graph, amax_set[2], amax_capd[2], amax_ran;
+    int amax_graph; /* GRAFT_CUDA_AMAX_GRAPH's bits: 1 on; 2 the pick a plain launch (not a programmatic dependent);
+                     * 4 a pick added to a slot's graph captures both slots again */
+    bool amax_set[2], amax_capd[2], amax_ran;
     cx_amax amax_args[2], amax_cap[2];
     size_t n_amax_graph; /* picks run by their step's graph */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */

@@ -588,7 +588,7 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     const char *mp = getenv("GRAFT_CUDA_MAPPED");
     x->mapped = !mp || strcmp(mp, "0"); /* GRAFT_CUDA_MAPPED=0: the id copied back, the lengths copied up */
     const char *ag = getenv("GRAFT_CUDA_AMAX_GRAPH");
-    x->amax_graph = ag && *ag && strcmp(ag, "0"); /* GRAFT_CUDA_AMAX_GRAPH=1: the pick in the step's graph */
+    x->amax_graph = ag ? atoi(ag) : 0; /* GRAFT_CUDA_AMAX_GRAPH (bits, cuexec.h): the pick in the step's graph */
     const char *gt = getenv("GRAFT_CUDA_GRAPH_TIME");
     x->rp_every = gt && *gt ? (unsigned)strtoul(gt, NULL, 10) : 8;
     const char *sv = getenv("GRAFT_CUDA_SLICE_VIEW");
@@ -1416,10 +1416,11 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
     }
     const int s = x->slot;
     /* AMAX_GRAPH: the pick the slot's graph should end with (the slot's last, as argmax_start made it) */
-    bool pick = x->amax_graph && x->pipelined && x->amax_set[s];
+    bool pick = (x->amax_graph & 1) && x->pipelined && x->amax_set[s];
+    bool pick_same = pick == x->amax_capd[s] && (!pick || amax_same(&x->amax_cap[s], &x->amax_args[s]));
+    if (!pick_same && (x->amax_graph & 4)) x->rp_valid = false; /* both slots captured again, one after the other */
     cudaGraphExec_t *gx = &x->gexec[s];
-    if (*gx && x->rp_valid && x->gexec_gen[s] == x->rp_gen && !x->no_replay &&
-        pick == x->amax_capd[s] && (!pick || amax_same(&x->amax_cap[s], &x->amax_args[s]))) {
+    if (*gx && x->rp_valid && x->gexec_gen[s] == x->rp_gen && !x->no_replay && pick_same) {
         replay_time(x);
         double t0 = rt_now();
         if (replay(x)) {
@@ -1449,7 +1450,7 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
     if (pick && rc == GRAFT_OK) {
         /* the logits as this capture left them: where the pick read them (else argmax_start launches it) */
         pick = amax_still(&x->amax_args[s]);
-        if (pick) rc = amax_launch(x, &x->amax_args[s], true, &cerr);
+        if (pick) rc = amax_launch(x, &x->amax_args[s], !(x->amax_graph & 2), &cerr);
     }
     x->capturing = false;
     cudaGraph_t gr = NULL;
