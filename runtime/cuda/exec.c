@@ -1681,10 +1681,10 @@ static graft_status cx_bind_kv(rt_backend *b, const char *past, const char *pres
     return GRAFT_OK;
 }
 
-/* The last row of float output `name` on the device, for an argmax. */
-static graft_status amax_row(cx_exec *x, const char *name, const char **row, int64_t *n, graft_error *err)
+/* The last row of float output `name` (*vp) on the device, for an argmax. */
+static graft_status amax_row(cx_exec *x, const char *name, cx_val **vp, const char **row, int64_t *n, graft_error *err)
 {
-    cx_val *v = output_val(x, name);
+    cx_val *v = *vp = output_val(x, name);
     if (!v || !v->t.present || !v->on_dev || v->pitch || v->t.rank < 1 || !cx_is_float(v->t.dtype))
         return xerr(err, GRAFT_EUNSUPPORTED, "output '%s' is not a float tensor on the device", name);
     *n = v->t.dims[v->t.rank - 1];
@@ -1704,9 +1704,10 @@ static graft_status cx_argmax(rt_backend *b, const char *name, int64_t *id, graf
     cx_exec *x = (cx_exec *)b;
     const char *row;
     int64_t n;
-    graft_status rc = amax_row(x, name, &row, &n, err);
+    cx_val *v;
+    graft_status rc = amax_row(x, name, &v, &row, &n, err);
     if (rc != GRAFT_OK) return rc;
-    int dt = output_val(x, name)->t.dtype;
+    int dt = v->t.dtype;
     rc = gops_argmax(dt, row, n, x->amax_d, (char *)x->amax_d + 16, (gcuda_stream)x->stream, err);
     if (rc != GRAFT_OK) return rc;
     int64_t *h = x->amax_h + x->slot;
@@ -1733,9 +1734,10 @@ static graft_status cx_argmax_start(rt_backend *b, const char *name, void *ids, 
         return xerr(err, GRAFT_EUNSUPPORTED, "input ids of type %s", graft_dtype_name(ids_dtype));
     const char *row;
     int64_t n;
-    graft_status rc = amax_row(x, name, &row, &n, err);
+    cx_val *v;
+    graft_status rc = amax_row(x, name, &v, &row, &n, err);
     if (rc != GRAFT_OK) return rc;
-    int dt = output_val(x, name)->t.dtype, s = x->slot;
+    int dt = v->t.dtype, s = x->slot;
     size_t rb = ((size_t)n * rt_dtype_size(dt) + 255) / 256 * 256;
     if (x->keep_cap < rb) {
         if (x->keep) {
@@ -1757,7 +1759,6 @@ static graft_status cx_argmax_start(rt_backend *b, const char *name, void *ids, 
     bool i64 = ids_dtype == GRAFT_DTYPE_INT64;
     int64_t *res = i64 ? (int64_t *)ids : x->amax_d;
     /* the id into the slot's pinned copy: written there by the kernel where the device maps it, else copied */
-    cx_val *v = output_val(x, name);
     cx_amax a = {.v = v, .vd = v->d, .numel = v->t.numel, .dtype = dt, .row = row, .n = n, .out = res,
                  .out32 = i64 ? NULL : (int32_t *)ids, .out_h = x->amax_hd ? x->amax_hd + s : NULL, .keep = keep};
     bool ran = x->amax_ran && amax_same(&x->amax_cap[s], &a); /* the step's graph has picked already */
