@@ -232,10 +232,9 @@ graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, void
  * int32 input ids) and to *out_h (NULL: not; host memory the device maps,
  * read once the kernel has completed: no copy back), and x copied to keep
  * (n elements of dtype; NULL: not) in the same pass: the row kept while the
- * next step overwrites x. pdl: launched as a programmatic dependent of the
- * kernel before it (under GRAFT_CUDA_PDL's "all"; a captured step's pick). */
+ * next step overwrites x. */
 graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, int32_t *out32, int64_t *out_h,
-                            void *keep, int pdl, void *ws, gcuda_stream s, graft_error *err);
+                            void *keep, void *ws, gcuda_stream s, graft_error *err);
 
 /* n 32-bit words from src to dst by one small kernel: src may be host memory
  * the device maps, so that a captured step holds a kernel node where a copy

@@ -638,7 +638,6 @@ __global__ void __launch_bounds__(GO_AMAX_THREADS)
     int64_t bi = n;
     const int64_t t0 = (int64_t)blockIdx.x * GO_AMAX_THREADS + threadIdx.x, stride = (int64_t)gridDim.x * GO_AMAX_THREADS;
     const int64_t nv = vec ? n / V : 0;
-    gc_pdl_wait(); /* launched as a programmatic dependent (pdl): x is the kernel before's */
 #pragma unroll 4
     for (int64_t c = t0; c < nv; c += stride) {
         float f[V];
@@ -674,7 +673,7 @@ __global__ void __launch_bounds__(GO_AMAX_THREADS)
 }
 
 extern "C" graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, int32_t *out32,
-                                       int64_t *out_h, void *keep, int pdl, void *ws, gcuda_stream s, graft_error *err)
+                                       int64_t *out_h, void *keep, void *ws, gcuda_stream s, graft_error *err)
 {
     if (n <= 0) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: %lld elements", (long long)n);
     if (!ws || (uintptr_t)ws % 16) return gcuda_errf(err, GRAFT_EINVAL, "gops_argmax: no 16-byte aligned workspace");
@@ -685,8 +684,8 @@ extern "C" graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int6
     int64_t blocks = (n + per - 1) / per;
     if (blocks > GOPS_ARGMAX_BLOCKS) blocks = GOPS_ARGMAX_BLOCKS;
     GCUDA_DISPATCH(dtype, "gops_argmax", {
-        gc_launch(pdl && gcuda_pdl_all(), go_argmax_kernel<T>, (unsigned)blocks, GO_AMAX_THREADS, 0, s, (const T *)x, n,
-                  vec, out, out32, out_h, (T *)keep, ws);
+        go_argmax_kernel<T><<<(unsigned)blocks, GO_AMAX_THREADS, 0, s>>>((const T *)x, n, vec, out, out32, out_h,
+                                                                         (T *)keep, ws);
         GCUDA_CHECK_LAUNCH("go_argmax_kernel");
     });
     return GRAFT_OK;
@@ -695,7 +694,7 @@ extern "C" graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int6
 extern "C" graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t *out, void *ws, gcuda_stream s,
                                     graft_error *err)
 {
-    return gops_argmax_to(dtype, x, n, out, NULL, NULL, NULL, 0, ws, s, err);
+    return gops_argmax_to(dtype, x, n, out, NULL, NULL, NULL, ws, s, err);
 }
 
 __global__ void go_words_kernel(uint32_t *dst, const uint32_t *src, int n)

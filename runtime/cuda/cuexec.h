@@ -52,21 +52,6 @@ typedef struct cx_kvbind {
     const char *name;     /* the present output's (borrowed from the graph) */
 } cx_kvbind;
 
-/* A pipelined greedy pick's launch (gops_argmax_to's arguments): the last
- * row of the logits, and where the id and the kept row go. */
-typedef struct cx_amax {
-    const struct cx_val *v; /* the logits, which were at vd with numel elements then */
-    const void *vd;
-    uint64_t numel;
-    int dtype;
-    const void *row;
-    int64_t n;
-    int64_t *out;
-    int32_t *out32;
-    int64_t *out_h;
-    void *keep;
-} cx_amax;
-
 enum { CX_UNDECIDED = 0, CX_HOST, CX_META, CX_VIEW, CX_DEVICE };
 
 /* A value's shape and device placement as a captured step left it. */
@@ -295,16 +280,6 @@ struct cx_exec {
     void *keep;               /* argmax_start: the logits row kept, a slot each (keep_cap bytes each) */
     size_t keep_cap;
     cudaEvent_t amax_ev[2];   /* argmax_start: the id of slot s in amax_h (written there, or copied back) */
-    /* GRAFT_CUDA_AMAX_GRAPH (docs/SWITCHES.md: wrong tokens on the Gemma fixtures at =1, session 42; being
-     * diagnosed): a pipelined decode's pick captured as the last node of its slot's graph, so
-     * that no kernel of its own stands between two steps' graphs. amax_args[s]: argmax_start's last pick in
-     * slot s (amax_set[s]; cleared by an eager run, which may move what it points at); amax_cap[s]: the pick
-     * at the end of gexec[s] (amax_capd[s]); amax_ran: the graph the last run launched ran amax_cap[slot] */
-    int amax_graph; /* GRAFT_CUDA_AMAX_GRAPH's bits: 1 on; 2 the pick a plain launch (not a programmatic dependent);
-                     * 4 a pick added to a slot's graph captures both slots again */
-    bool amax_set[2], amax_capd[2], amax_ran;
-    cx_amax amax_args[2], amax_cap[2];
-    size_t n_amax_graph; /* picks run by their step's graph */
     size_t n_fused, n_chains;  /* nodes in fused chains, and the chains */
     size_t n_mm_nodes, n_mm_groups; /* sibling MatMuls, and their groups */
     size_t n_gth_nodes, n_gth_groups; /* Gathers of one index tensor, and their groups */

@@ -587,8 +587,6 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->no_gemv = getenv("GRAFT_CUDA_NO_GEMV") != NULL;
     const char *mp = getenv("GRAFT_CUDA_MAPPED");
     x->mapped = !mp || strcmp(mp, "0"); /* GRAFT_CUDA_MAPPED=0: the id copied back, the lengths copied up */
-    const char *ag = getenv("GRAFT_CUDA_AMAX_GRAPH");
-    x->amax_graph = ag ? atoi(ag) : 0; /* GRAFT_CUDA_AMAX_GRAPH (bits, cuexec.h): the pick in the step's graph */
     const char *gt = getenv("GRAFT_CUDA_GRAPH_TIME");
     x->rp_every = gt && *gt ? (unsigned)strtoul(gt, NULL, 10) : 8;
     const char *sv = getenv("GRAFT_CUDA_SLICE_VIEW");
@@ -1373,24 +1371,6 @@ static void replay_time(cx_exec *x)
     x->rpev_pending[x->slot] = false;
 }
 
-static bool amax_same(const cx_amax *a, const cx_amax *b)
-{
-    return a->v == b->v && a->vd == b->vd && a->numel == b->numel && a->dtype == b->dtype && a->row == b->row &&
-           a->n == b->n && a->out == b->out && a->out32 == b->out32 && a->out_h == b->out_h && a->keep == b->keep;
-}
-
-static graft_status amax_launch(cx_exec *x, const cx_amax *a, bool pdl, graft_error *err)
-{
-    return gops_argmax_to(a->dtype, a->row, a->n, a->out, a->out32, a->out_h, a->keep, pdl, (char *)x->amax_d + 16,
-                          (gcuda_stream)x->stream, err);
-}
-
-/* A pick made for slot s that a capture may repeat: its logits still where they were */
-static bool amax_still(const cx_amax *a)
-{
-    return a->v->t.present && a->v->on_dev && !a->v->pitch && a->v->d == a->vd && a->v->t.numel == a->numel;
-}
-
 static graft_status cx_run(rt_backend *b, graft_error *err)
 {
     cx_exec *x = (cx_exec *)b;
@@ -1403,7 +1383,6 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
     bool prev = x->graph_prev;
     x->graph_prev = x->graph_step;
     x->slot = x->pipelined && x->graph_step ? x->slot ^ 1 : 0;
-    x->amax_ran = false;
     if (x->prof == 3) prof_graph_collect(x);
     if (!x->graph_step || !prev || x->check || (x->prof && x->prof != 3) || !x->placed || x->no_graph ||
         x->last_syncs) {
@@ -1411,16 +1390,10 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         x->last_syncs = x->run_syncs;
         if (x->graph_step) x->n_eager++;
         x->rp_valid = false; /* an eager step may move buffers the graph points at */
-        x->amax_set[0] = x->amax_set[1] = false; /* ... and the picks' */
         return rc;
     }
-    const int s = x->slot;
-    /* AMAX_GRAPH: the pick the slot's graph should end with (the slot's last, as argmax_start made it) */
-    bool pick = (x->amax_graph & 1) && x->pipelined && x->amax_set[s];
-    bool pick_same = pick == x->amax_capd[s] && (!pick || amax_same(&x->amax_cap[s], &x->amax_args[s]));
-    if (!pick_same && (x->amax_graph & 4)) x->rp_valid = false; /* both slots captured again, one after the other */
-    cudaGraphExec_t *gx = &x->gexec[s];
-    if (*gx && x->rp_valid && x->gexec_gen[s] == x->rp_gen && !x->no_replay && pick_same) {
+    cudaGraphExec_t *gx = &x->gexec[x->slot];
+    if (*gx && x->rp_valid && x->gexec_gen[x->slot] == x->rp_gen && !x->no_replay) {
         replay_time(x);
         double t0 = rt_now();
         if (replay(x)) {
@@ -1428,7 +1401,6 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
             x->prof_pending = x->prof == 3 && x->pstep[0];
             x->n_replay++;
             x->n_graph++;
-            x->amax_ran = pick;
             return GRAFT_OK;
         }
         x->rp_valid = false; /* capture this step, and replay from the next */
@@ -1447,11 +1419,6 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
     x->cap_abort = 0;
     graft_error cerr = {0};
     rc = run_nodes(x, &cerr);
-    if (pick && rc == GRAFT_OK) {
-        /* the logits as this capture left them: where the pick read them (else argmax_start launches it) */
-        pick = amax_still(&x->amax_args[s]);
-        if (pick) rc = amax_launch(x, &x->amax_args[s], !(x->amax_graph & 2), &cerr);
-    }
     x->capturing = false;
     cudaGraph_t gr = NULL;
     e = cudaStreamEndCapture(x->stream, &gr);
@@ -1492,14 +1459,11 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         x->n_inst++;
     }
     cudaGraphDestroy(gr);
-    x->amax_capd[s] = pick;
-    if (pick) x->amax_cap[s] = x->amax_args[s];
     CX_CUDA(cudaGraphLaunch(*gx, x->stream), "graph launch");
-    x->amax_ran = pick;
     x->prof_pending = x->prof == 3 && x->pstep[0];
     x->n_graph++;
     x->rp_valid = true;
-    x->gexec_gen[s] = x->rp_gen;
+    x->gexec_gen[x->slot] = x->rp_gen;
     return GRAFT_OK;
 }
 
@@ -1748,9 +1712,6 @@ static graft_status cx_argmax_start(rt_backend *b, const char *name, void *ids, 
         }
         CX_CUDA(cudaMalloc(&x->keep, 2 * rb), "kept logits");
         x->keep_cap = rb;
-        /* no graph may keep a pick into the old rows: every slot captured again */
-        x->rp_valid = false;
-        x->amax_set[0] = x->amax_set[1] = x->amax_capd[0] = x->amax_capd[1] = x->amax_ran = false;
     }
     for (int k = 0; k < 2 && !x->amax_ev[1]; k++)
         CX_CUDA(cudaEventCreateWithFlags(&x->amax_ev[k], cudaEventDisableTiming), "argmax event");
@@ -1759,14 +1720,9 @@ static graft_status cx_argmax_start(rt_backend *b, const char *name, void *ids, 
     bool i64 = ids_dtype == GRAFT_DTYPE_INT64;
     int64_t *res = i64 ? (int64_t *)ids : x->amax_d;
     /* the id into the slot's pinned copy: written there by the kernel where the device maps it, else copied */
-    cx_amax a = {.v = v, .vd = v->d, .numel = v->t.numel, .dtype = dt, .row = row, .n = n, .out = res,
-                 .out32 = i64 ? NULL : (int32_t *)ids, .out_h = x->amax_hd ? x->amax_hd + s : NULL, .keep = keep};
-    bool ran = x->amax_ran && amax_same(&x->amax_cap[s], &a); /* the step's graph has picked already */
-    x->amax_ran = false;
-    if (!ran && (rc = amax_launch(x, &a, false, err)) != GRAFT_OK) return rc;
-    if (ran) x->n_amax_graph++;
-    x->amax_args[s] = a; /* for the slot's next capture (AMAX_GRAPH) */
-    x->amax_set[s] = true;
+    rc = gops_argmax_to(dt, row, n, res, i64 ? NULL : (int32_t *)ids, x->amax_hd ? x->amax_hd + s : NULL, keep,
+                        (char *)x->amax_d + 16, (gcuda_stream)x->stream, err);
+    if (rc != GRAFT_OK) return rc;
     if (!x->amax_hd)
         CX_CUDA(cudaMemcpyAsync(x->amax_h + s, res, sizeof *x->amax_h, cudaMemcpyDeviceToHost, x->stream), "argmax");
     CX_CUDA(cudaEventRecord(x->amax_ev[s], x->stream), "argmax event");
@@ -1863,10 +1819,6 @@ static const char *cx_describe(rt_backend *b)
              x->no_graph ? "; off: " : "", x->no_graph ? x->no_graph : "",
              x->rp_why[0] ? "; last replay refused at " : "", x->rp_why,
              x->n_graph < x->n_eager && x->sync_why[0] ? "; eager steps wait for the host: " : "", x->sync_why);
-    if (x->n_amax_graph) {
-        size_t l = strlen(x->desc2);
-        snprintf(x->desc2 + l, sizeof x->desc2 - l, "; %zu greedy picks run by their step's graph", x->n_amax_graph);
-    }
     if (x->n_replay && x->rp_gpu_n) {
         size_t l = strlen(x->desc2);
         snprintf(x->desc2 + l, sizeof x->desc2 - l, "; a replayed step: %.0f us on the host, %.0f us of graph on the GPU",

@@ -1717,9 +1717,7 @@ static void test_argmax(int dt, int n)
         CUCK(cudaHostAlloc((void **)&hmap, sizeof *hmap, cudaHostAllocMapped));
         CUCK(cudaHostGetDevicePointer((void **)&hmap_d, hmap, 0));
         *hmap = -7;
-        /* odd c: launched as a programmatic dependent, as a captured step's pick is */
-        CK(gops_argmax_to(dt, dx, n - off, c % 2 ? NULL : dout2, d32, c % 3 ? hmap_d : NULL, dkeep, c % 2, ws, NULL,
-                          &E));
+        CK(gops_argmax_to(dt, dx, n - off, c % 2 ? NULL : dout2, d32, c % 3 ? hmap_d : NULL, dkeep, ws, NULL, &E));
         CK(gcuda_sync(NULL, &E));
         const int64_t goth = *hmap;
         CUCK(cudaFreeHost(hmap));
