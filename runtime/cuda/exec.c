@@ -1301,9 +1301,10 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
 
 /* A decode step as a replay of the last captured graph: host nodes run,
  * device nodes are checked against their records and restored, the
- * staging and lengths refilled, the graph launched. 0: not replayable
- * (nothing launched; the caller captures the step). */
-static int replay(cx_exec *x)
+ * staging and lengths refilled, the graph launched (launch; else only the
+ * check). 0: not replayable (nothing launched; the caller captures the
+ * step). */
+static int replay(cx_exec *x, bool launch)
 {
     graft_error e;
     for (size_t i = 0; i < x->n_vals; i++) {
@@ -1339,7 +1340,7 @@ static int replay(cx_exec *x)
         if (!ok) snprintf(x->rp_why, sizeof x->rp_why, "present '%s' not in its KV cache", kb->name);
     }
     x->replaying = false;
-    if (!ok) return 0;
+    if (!ok || !launch) return ok;
     cudaEvent_t *ev2 = x->rpev[x->slot];
     bool timed = x->rp_every && x->rp_launches++ % x->rp_every == 0;
     if (timed && !ev2[0] && (cudaEventCreate(&ev2[0]) != cudaSuccess || cudaEventCreate(&ev2[1]) != cudaSuccess))
@@ -1396,7 +1397,7 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
     if (*gx && x->rp_valid && x->gexec_gen[x->slot] == x->rp_gen && !x->no_replay) {
         replay_time(x);
         double t0 = rt_now();
-        if (replay(x)) {
+        if (replay(x, true)) {
             x->rp_host_s += rt_now() - t0;
             x->prof_pending = x->prof == 3 && x->pstep[0];
             x->n_replay++;
@@ -1404,6 +1405,14 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
             return GRAFT_OK;
         }
         x->rp_valid = false; /* capture this step, and replay from the next */
+    } else if (x->rp_valid && !x->no_replay && !replay(x, false)) {
+        /* this slot has no graph of the records' generation, and this step
+         * would not replay against them: the capture below rewrites them,
+         * so the other slot's graph, captured with the old ones, must be
+         * captured again too (session 43: without this check a capture
+         * could leave that graph replaying against records it was not
+         * captured with) */
+        x->rp_valid = false;
     }
     /* a capture rewrites the records: the other slot's graph, captured with
      * the old ones, is captured again at its next step (unless these are
