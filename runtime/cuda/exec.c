@@ -1406,17 +1406,12 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         }
         x->rp_valid = false; /* capture this step, and replay from the next */
     } else if (x->rp_valid && !x->no_replay && !replay(x, false)) {
-        /* this slot has no graph of the records' generation, and this step
-         * would not replay against them: the capture below rewrites them,
-         * so the other slot's graph, captured with the old ones, must be
-         * captured again too (session 43: without this check a capture
-         * could leave that graph replaying against records it was not
-         * captured with) */
-        x->rp_valid = false;
+        x->rp_valid = false; /* this slot's graph missing or stale, and the step unlike the records */
     }
     /* a capture rewrites the records: the other slot's graph, captured with
-     * the old ones, is captured again at its next step (unless these are
-     * the records it was captured with) */
+     * the old ones, is captured again at its next step, unless this step
+     * matched them (replayed or checked above: these are then the records
+     * it was captured with) */
     if (!x->rp_valid) x->rp_gen++;
     cudaError_t e = cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeRelaxed);
     if (e != cudaSuccess) {
