@@ -1,0 +1,35 @@
+#!/bin/bash
+# One device call whose steps depend on the card that came (the device tool's
+# nvidia-h200 kind often gives an H100): bench/cuda_all_device.sh run with
+# S_H200 on an H200 (the issue's figure: default "verify profile nsys bench",
+# PROFILE_AB over the defaults chosen on H100s), S_H100 on anything else
+# (default "kernels verify": the checks). Prints the lines of all.log that
+# carry checks, failures, steps and rates; the whole log is $OUT/all.log.
+#   device: run tool, carry [".whl", ".devcarry-all", "build/cupti"] (see bench/cuda_all_device.sh's header):
+#           bash bench/cuda_by_card.sh
+# DEADLINE_S (H200, default 565), DEADLINE_S_H100 (default 300); PROFILE_AB overrides the list below.
+G=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+echo "GPU: $G"
+export PROFILE_OPS=0 VERIFY_SWITCHES="${VERIFY_SWITCHES-GRAFT_CUDA_REPLAY=0}"
+case "$G" in
+*H200*)
+    S="${S_H200:-verify profile nsys bench}"
+    export PROFILE_AB="${PROFILE_AB-GRAFT_CUDA_NONE=1;GRAFT_CUDA_ROWS_GM=0;GRAFT_CUDA_ROWS_GMPRE=0;GRAFT_CUDA_FUSE_TAILNORM=0 GRAFT_CUDA_FUSE_INT=0;GRAFT_CUDA_ROWS_GRID=0;GRAFT_CUDA_FUSE_PRO=0;GRAFT_CUDA_FUSE_CPRO=0;GRAFT_CUDA_PDL=0;GRAFT_CUDA_NONE=1}"
+    export DEADLINE_S=${DEADLINE_S:-565} ;;
+*)
+    S="${S_H100:-kernels verify}"
+    export DEADLINE_S=${DEADLINE_S_H100:-300} ;;
+esac
+echo "steps: $S"
+mkdir -p "${OUT:=/tmp/cuda-all}"
+bash bench/cuda_all_device.sh run $S >"$OUT/all.log" 2>&1
+python3 - "$OUT/all.log" <<'PY'
+import re, sys
+for l in open(sys.argv[1], errors='replace'):
+    l = l.rstrip()
+    if 'tok/s' in l and len(l) > 300:
+        m = re.findall(r'[0-9.]+ tok/s|[0-9.]+ us of graph[^;,]*|[0-9.]+% [^;,]*floor[^;,]*', l)
+        print(l[:80], '|', ' ; '.join(m))
+    elif re.search(r'checks|rc=|FAIL|===|^\[|GPU|\| |tok/s|summary|passed|failed', l) or (' ok' in l and 'REPLAY' in l):
+        print(l[:260])
+PY
