@@ -856,6 +856,7 @@ static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T 
 {
     cudaLaunchConfig_t cfg = *cfg0;
     static const int fit = gc_env_on("GRAFT_CUDA_ROWS_GRID");
+    static const int bal = gc_env_is("GRAFT_CUDA_ROWS_BAL", "1");
     static int occ = 0;
     if (rows_loops<EPI, PRO, LOOP>() && fit) {
         if (!occ) {
@@ -864,7 +865,15 @@ static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T 
             if (e != cudaSuccess) return e;
             if (occ < 1) occ = 1;
         }
-        if (cfg.gridDim.x > (unsigned)(occ * sms)) cfg.gridDim.x = (unsigned)(occ * sms);
+        const unsigned groups = cfg.gridDim.x, most = (unsigned)(occ * sms);
+        if (groups > most) {
+            /* GRAFT_CUDA_ROWS_BAL=1: the fewest blocks that still give no block more groups than the fitting
+             * grid would, so that every block has the same number of groups (but the last few one fewer) and
+             * the launch does not end in a round that only some blocks run (1536 groups on 660 blocks: 2.33
+             * each, the third round on a third of them; balanced, 512 blocks of 3) */
+            const unsigned per = (groups + most - 1) / most;
+            cfg.gridDim.x = bal ? (groups + per - 1) / per : most;
+        }
     }
     return cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO, LOOP>, x, set, K, tail, counter);
 }
