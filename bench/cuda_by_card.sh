@@ -1,8 +1,9 @@
 #!/bin/bash
 # One device call whose steps depend on the card that came (the device tool's
 # nvidia-h200 kind often gives an H100): bench/cuda_all_device.sh run with
-# S_H200 on an H200 (the issue's figure: default "verify profile nsys bench",
-# PROFILE_AB over the defaults chosen on H100s), S_H100 on anything else
+# S_H200 on an H200 (the issue's figure and checks: default "kernels epi verify
+# profile nsys bench sanitize", the last in what time is left; PROFILE_AB over
+# the defaults chosen on H100s), S_H100 on anything else
 # (default "kernels verify": the checks). Prints the lines of all.log that
 # carry checks, failures, steps and rates; the whole log is $OUT/all.log.
 #   device: run tool, carry [".whl", ".devcarry-all", "build/cupti"] (see bench/cuda_all_device.sh's header):
@@ -13,7 +14,7 @@ echo "GPU: $G"
 export PROFILE_OPS=0 VERIFY_SWITCHES="${VERIFY_SWITCHES-GRAFT_CUDA_REPLAY=0 GRAFT_CUDA_ROWS_BAL=1}"
 case "$G" in
 *H200*)
-    S="${S_H200:-verify profile nsys bench}"
+    S="${S_H200:-kernels epi verify profile nsys bench sanitize}"
     # the defaults chosen on H100s since the last H200 run (session 33), and the opt-in ROWS_BAL (session 44)
     N=GRAFT_CUDA_NONE=1 B=GRAFT_CUDA_ROWS_BAL=1
     export PROFILE_AB="${PROFILE_AB-$N;$B;GRAFT_CUDA_ROWS_GM=0;GRAFT_CUDA_ROWS_GMPRE=0;GRAFT_CUDA_FUSE_TAILNORM=0 GRAFT_CUDA_FUSE_INT=0;GRAFT_CUDA_ROWS_GRID=0;$N;$B;GRAFT_CUDA_FUSE_PRO=0;GRAFT_CUDA_PDL=0;$B;$N}"
