@@ -38,8 +38,14 @@ typedef struct gcuda_device_info {
     size_t global_bytes, l2_bytes, smem_optin_bytes; /* smem: per block, opted in */
 } gcuda_device_info;
 
-/* Properties of the current device. */
+/* Properties of the current device (sm_count: gcuda_sm_limit's where set). */
 graft_status gcuda_device_info_get(gcuda_device_info *info, graft_error *err);
+
+/* GRAFT_CUDA_SMS=N (a lab setting): makes a green context of N SMs (as
+ * the driver rounds them) current on this thread, once a process, before
+ * the caller creates its streams; every grid is then sized by its SM
+ * count. *sms: that count, 0 when unset (the whole device). */
+graft_status gcuda_sm_limit(int *sms, graft_error *err);
 
 /* Device allocation of `bytes` (owned: gcuda_free). *out is NULL on failure. */
 graft_status gcuda_malloc(void **out, size_t bytes, graft_error *err);

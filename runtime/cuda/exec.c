@@ -593,6 +593,8 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->slice_view = !sv || strcmp(sv, "0"); /* GRAFT_CUDA_SLICE_VIEW=0: Slices copied */
     const char *prof = getenv("GRAFT_CUDA_PROFILE");
     x->prof = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "sync") ? 2 : !strcmp(prof, "graph") ? 3 : 1;
+    int lim_sms = 0; /* GRAFT_CUDA_SMS: a green context of that many SMs, before the stream (gcuda_sm_limit) */
+    if ((rc = gcuda_sm_limit(&lim_sms, err)) != GRAFT_OK) goto fail;
     cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         rc = cx_cuda_err(NULL, err, e, "stream");
@@ -603,8 +605,9 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
         struct cudaDeviceProp p;
         int dev = 0;
         if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess)
-            snprintf(x->desc, sizeof x->desc, "%s, sm_%d%d, %d SMs, %.0f GiB", p.name, p.major, p.minor,
-                     p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
+            snprintf(x->desc, sizeof x->desc, "%s, sm_%d%d, %d SMs%s, %.0f GiB", p.name, p.major, p.minor,
+                     lim_sms ? lim_sms : p.multiProcessorCount, lim_sms ? " (GRAFT_CUDA_SMS)" : "",
+                     (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
         else
             snprintf(x->desc, sizeof x->desc, "CUDA device");
     }

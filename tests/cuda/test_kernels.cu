@@ -3012,8 +3012,11 @@ int main(int argc, char **argv)
         printf("test_kernels: skipped (no CUDA device%s%s)\n", ndev == 0 && E.msg[0] ? ": " : "", E.msg);
         return 0;
     }
+    int lim_sms = 0; /* GRAFT_CUDA_SMS: the labs on a green context of that many SMs */
+    CK(gcuda_sm_limit(&lim_sms, &E));
     gcuda_device_info info;
     CK(gcuda_device_info_get(&info, &E));
+    if (lim_sms) printf("GRAFT_CUDA_SMS: a green context of %d SMs\n", lim_sms);
     printf("device: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %.0f MiB, smem/block %zu KiB\n", info.name, info.cc_major,
            info.cc_minor, info.sm_count, info.global_bytes / 1073741824.0, info.l2_bytes / 1048576.0,
            info.smem_optin_bytes / 1024);
