@@ -563,8 +563,9 @@ template <int EPI, int PRO, bool LOOP = false> __host__ __device__ constexpr boo
  * EPI 0, spill 16 bytes, ptxas -v at 93a9d0d; 85-92 unbound; the general
  * chain's, PRO 3, takes 124 and spills 150 bytes held to 80, so it is
  * not). */
-template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false>
-__global__ void __launch_bounds__(ROWS_THREADS, PRO == 4 ? 3 : PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 && !LOOP ? 6 : 5)
+template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false, int OCC = 0>
+__global__ void __launch_bounds__(ROWS_THREADS,
+                                  OCC ? OCC : PRO == 4 ? 3 : PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 && !LOOP ? 6 : 5)
     gemv_rows_kernel(const T *__restrict__ x, rows_set set, int K, gops_fuse tail, unsigned *counter)
 {
     constexpr int RPB = ROWS_THREADS / TPR, V = 16 / (int)sizeof(T);
@@ -850,7 +851,7 @@ static int rows_tpr(int64_t chunks, int64_t rows, int U, int sms)
  * 221 us), so they loop only under GRAFT_CUDA_ROWS_LOOP (rows_loops), which
  * keeps the next group's loads in flight. GRAFT_CUDA_ROWS_GRID=0: a block
  * a group always. */
-template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false>
+template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false, int OCC = 0>
 static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T *x, const rows_set &set, int K,
                                const gops_fuse &tail, unsigned *counter)
 {
@@ -861,7 +862,7 @@ static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T 
     if (rows_loops<EPI, PRO, LOOP>() && fit) {
         if (!occ) {
             cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                &occ, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO, LOOP>, ROWS_THREADS, cfg.dynamicSmemBytes);
+                &occ, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO, LOOP, OCC>, ROWS_THREADS, cfg.dynamicSmemBytes);
             if (e != cudaSuccess) return e;
             if (occ < 1) occ = 1;
         }
@@ -875,18 +876,18 @@ static cudaError_t rows_launch(const cudaLaunchConfig_t *cfg0, int sms, const T 
             cfg.gridDim.x = bal ? (groups + per - 1) / per : most;
         }
     }
-    return cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO, LOOP>, x, set, K, tail, counter);
+    return cudaLaunchKernelEx(&cfg, gemv_rows_kernel<T, TPR, U, VEC, EPI, PRO, LOOP, OCC>, x, set, K, tail, counter);
 }
 
-template <typename T, int U, int EPI, int PRO, bool LOOP = false>
+template <typename T, int U, int EPI, int PRO, bool LOOP = false, int OCC = 0>
 static cudaError_t rows_launch_vec(int tpr, const cudaLaunchConfig_t *cfg, int sms, const T *x, const rows_set &set,
                                    int K, const gops_fuse &tail, unsigned *counter)
 {
     switch (tpr) {
-    case 32: return rows_launch<T, 32, U, true, EPI, PRO, LOOP>(cfg, sms, x, set, K, tail, counter);
-    case 64: return rows_launch<T, 64, U, true, EPI, PRO, LOOP>(cfg, sms, x, set, K, tail, counter);
-    case 128: return rows_launch<T, 128, U, true, EPI, PRO, LOOP>(cfg, sms, x, set, K, tail, counter);
-    default: return rows_launch<T, 256, U, true, EPI, PRO, LOOP>(cfg, sms, x, set, K, tail, counter);
+    case 32: return rows_launch<T, 32, U, true, EPI, PRO, LOOP, OCC>(cfg, sms, x, set, K, tail, counter);
+    case 64: return rows_launch<T, 64, U, true, EPI, PRO, LOOP, OCC>(cfg, sms, x, set, K, tail, counter);
+    case 128: return rows_launch<T, 128, U, true, EPI, PRO, LOOP, OCC>(cfg, sms, x, set, K, tail, counter);
+    default: return rows_launch<T, 256, U, true, EPI, PRO, LOOP, OCC>(cfg, sms, x, set, K, tail, counter);
     }
 }
 
@@ -952,6 +953,33 @@ static bool rows_cpro_plan(const gops_fuse &f, const gops_rows_norm *pro, int dt
     return true;
 }
 
+/* Whether the block-a-group GEMVs without a chain or with a per-element
+ * pair chain (EPI 0, 3; no prologue: E2B's down and gate/up pair) run at
+ * 6 blocks an SM (40 registers, a few bytes spilled) rather than 5: where
+ * each SM must pull more than 30 GB/s at the memory's peak (the H200's
+ * 4.8 TB/s over 132 SMs; an H100's 3.35 over 132 is 25), the bytes in
+ * flight an SM are what hold the rate. An H100 at 96 SMs
+ * (GRAFT_CUDA_SMS=96, session 45): E2B 2401-2407 us of graph a step
+ * against 2444-2451; at 132 SMs 2345-2352 against 2337-2340.
+ * GRAFT_CUDA_ROWS_HI=0|1: never, always. */
+static bool rows_hi(int sms)
+{
+    static int hi = -1;
+    if (hi < 0) {
+        const char *e = getenv("GRAFT_CUDA_ROWS_HI");
+        int dev = 0, khz = 0, bits = 0;
+        if (e && *e) hi = strcmp(e, "0") != 0;
+        else if (cudaGetDevice(&dev) == cudaSuccess &&
+                 cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+                 cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess && sms > 0)
+            hi = 2.0 * khz * 1e3 * (bits / 8.0) / sms > 30e9;
+        else
+            hi = 0;
+        (void)cudaGetLastError();
+    }
+    return hi != 0;
+}
+
 /* The (EPI, PRO) kernel: the vector one at tpr threads a row, or the
  * scalar one. The compact chain prologue's (PRO 4) exist for 2-byte types
  * only (rows_cpro_plan); rows_run asks for no other. */
@@ -966,6 +994,8 @@ static cudaError_t rows_launch_epi(bool vec, int tpr, const cudaLaunchConfig_t *
         if constexpr (PRO == 0 && EPI != 2)
             if (set.loop >> EPI & 1)
                 return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, true>(tpr, cfg, sms, x, set, K, tail, counter);
+        if constexpr (PRO == 0 && (EPI == 0 || EPI == 3))
+            if (rows_hi(sms)) return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO, false, 6>(tpr, cfg, sms, x, set, K, tail, counter);
         return rows_launch_vec<T, ROWS_UNROLL, EPI, PRO>(tpr, cfg, sms, x, set, K, tail, counter);
     }
 }
