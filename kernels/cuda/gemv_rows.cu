@@ -562,7 +562,9 @@ template <int EPI, int PRO, bool LOOP = false> __host__ __device__ constexpr boo
  * for the compact chain prologue's (PRO 4: 80 registers; the plain ones,
  * EPI 0, spill 16 bytes, ptxas -v at 93a9d0d; 85-92 unbound; the general
  * chain's, PRO 3, takes 124 and spills 150 bytes held to 80, so it is
- * not). */
+ * not), 5 for the others (45-46 registers). OCC, where nonzero, is the
+ * number instead: 6 for the plain and pair kernels where each SM must
+ * pull more (rows_hi; 40 registers, 8-16 bytes spilled). */
 template <typename T, int TPR, int U, bool VEC, int EPI, int PRO, bool LOOP = false, int OCC = 0>
 __global__ void __launch_bounds__(ROWS_THREADS,
                                   OCC ? OCC : PRO == 4 ? 3 : PRO != 0 ? 1 : EPI == 2 ? 4 : EPI == 1 && !LOOP ? 6 : 5)
