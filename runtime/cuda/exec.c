@@ -602,12 +602,10 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     }
     if ((rc = gops_blas_create(&x->blas, err)) != GRAFT_OK) goto fail;
     {
-        struct cudaDeviceProp p;
-        int dev = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess)
-            snprintf(x->desc, sizeof x->desc, "%s, sm_%d%d, %d SMs%s, %.0f GiB", p.name, p.major, p.minor,
-                     lim_sms ? lim_sms : p.multiProcessorCount, lim_sms ? " (GRAFT_CUDA_SMS)" : "",
-                     (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
+        gcuda_device_info di; /* sm_count: the green context's under GRAFT_CUDA_SMS */
+        if (gcuda_device_info_get(&di, NULL) == GRAFT_OK)
+            snprintf(x->desc, sizeof x->desc, "%s, sm_%d%d, %d SMs%s, %.0f GiB", di.name, di.cc_major, di.cc_minor,
+                     di.sm_count, lim_sms ? " (GRAFT_CUDA_SMS)" : "", (double)di.global_bytes / (1024.0 * 1024 * 1024));
         else
             snprintf(x->desc, sizeof x->desc, "CUDA device");
     }
