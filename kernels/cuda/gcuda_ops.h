@@ -243,6 +243,13 @@ graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int64_t *out, i
  * lengths, which the attention reads before its griddepcontrol.wait;
  * gops_copy lets its dependents start before it writes). */
 graft_status gops_copy_words(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err);
+/* The same launched as a programmatic dependent of the kernel before
+ * (GRAFT_CUDA_PDL=all): it copies at once, then waits for that kernel to
+ * end before it ends itself, so that the copy (a read of mapped host
+ * memory: a bus round trip) runs under that kernel where a block of it
+ * fits, and the kernel after still starts only once both have ended. dst
+ * must be read by no kernel that may still run. */
+graft_status gops_copy_words_ahead(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err);
 
 /* Attention for any number of query rows: one block per (batch, query
  * head, query row), online softmax over the keys. Q rows [hd], K/V rows

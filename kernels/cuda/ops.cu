@@ -637,6 +637,7 @@ __global__ void __launch_bounds__(GO_AMAX_THREADS)
     float bv = -INFINITY;
     int64_t bi = n;
     const int64_t t0 = (int64_t)blockIdx.x * GO_AMAX_THREADS + threadIdx.x, stride = (int64_t)gridDim.x * GO_AMAX_THREADS;
+    gc_pdl_wait(); /* x is the kernel before's output (a programmatic dependent: GRAFT_CUDA_PDL=all) */
     const int64_t nv = vec ? n / V : 0;
 #pragma unroll 4
     for (int64_t c = t0; c < nv; c += stride) {
@@ -684,8 +685,8 @@ extern "C" graft_status gops_argmax_to(int dtype, const void *x, int64_t n, int6
     int64_t blocks = (n + per - 1) / per;
     if (blocks > GOPS_ARGMAX_BLOCKS) blocks = GOPS_ARGMAX_BLOCKS;
     GCUDA_DISPATCH(dtype, "gops_argmax", {
-        go_argmax_kernel<T><<<(unsigned)blocks, GO_AMAX_THREADS, 0, s>>>((const T *)x, n, vec, out, out32, out_h,
-                                                                         (T *)keep, ws);
+        gc_launch(gcuda_pdl_all(), go_argmax_kernel<T>, (unsigned)blocks, GO_AMAX_THREADS, 0, s, (const T *)x, n, vec,
+                  out, out32, out_h, (T *)keep, ws);
         GCUDA_CHECK_LAUNCH("go_argmax_kernel");
     });
     return GRAFT_OK;
@@ -697,16 +698,26 @@ extern "C" graft_status gops_argmax(int dtype, const void *x, int64_t n, int64_t
     return gops_argmax_to(dtype, x, n, out, NULL, NULL, NULL, ws, s, err);
 }
 
-__global__ void go_words_kernel(uint32_t *dst, const uint32_t *src, int n)
+template <bool AHEAD> __global__ void go_words_kernel(uint32_t *dst, const uint32_t *src, int n)
 {
     for (int i = (int)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += (int)(gridDim.x * blockDim.x)) dst[i] = src[i];
+    if (AHEAD) gc_pdl_wait(); /* the kernel before ended: so has this one, for the kernel after (no trigger) */
 }
 
 extern "C" graft_status gops_copy_words(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err)
 {
     if (n < 0 || (n && (!dst || !src))) return gcuda_errf(err, GRAFT_EINVAL, "gops_copy_words: %d words", n);
     if (!n) return GRAFT_OK;
-    go_words_kernel<<<gc_blocks(n, 128), 128, 0, s>>>(dst, src, n);
+    go_words_kernel<false><<<gc_blocks(n, 128), 128, 0, s>>>(dst, src, n);
+    GCUDA_CHECK_LAUNCH("go_words_kernel");
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gops_copy_words_ahead(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err)
+{
+    if (n < 0 || (n && (!dst || !src))) return gcuda_errf(err, GRAFT_EINVAL, "gops_copy_words_ahead: %d words", n);
+    if (!n) return GRAFT_OK;
+    gc_launch(gcuda_pdl_all(), go_words_kernel<true>, gc_blocks(n, 128), 128, 0, s, dst, src, n);
     GCUDA_CHECK_LAUNCH("go_words_kernel");
     return GRAFT_OK;
 }

@@ -34,6 +34,7 @@ typedef struct cx_val {
      * 0: contiguous. The host copy is always contiguous. */
     int64_t pitch;
     void *pin[2];    /* pinned staging of per-step uploads (grown, kept), one per slot (cx_exec.slot) */
+    void *pin_d[2];  /* pin as the device maps it (cx_exec.mapped; else NULL) */
     size_t pcap;     /* bytes of each */
     /* an attention mask's shape, analysed on the host once per run and
      * node kind (runtime/cuda/ops.c) */
@@ -275,7 +276,7 @@ struct cx_exec {
     int64_t *amax_d, *amax_h; /* argmax: device result (its workspace after it) and its pinned copies, a slot each */
     int64_t *amax_hd;         /* amax_h as the device maps it (x->mapped; else NULL) */
     /* unless GRAFT_CUDA_MAPPED=0: the pipelined argmax writes its id into mapped host memory (no copy back),
-     * and the lengths go up by a kernel reading their mapped staging (no copy node) */
+     * and the lengths and the per-step uploads go up by a kernel reading their mapped staging (no copy node) */
     bool mapped;
     void *keep;               /* argmax_start: the logits row kept, a slot each (keep_cap bytes each) */
     size_t keep_cap;
@@ -322,6 +323,9 @@ struct cx_exec {
 };
 
 #define CX_MAX_B 64
+/* per-step uploads up to this many bytes go up by a kernel reading their mapped staging (cx_exec.mapped);
+ * larger ones (a long prompt's ids and mask) by a copy */
+#define CX_UP_WORDS_MAX 65536
 
 /* Device ops table, ended by an entry with op NULL (runtime/cuda/ops.c). */
 extern const cx_op cx_ops[];

@@ -209,12 +209,25 @@ static graft_status upload(cx_exec *x, cx_val *v, graft_error *err)
         v->pin[0] = p[0];
         v->pin[1] = p[1];
         v->pcap = alloc;
+        for (int k = 0; k < 2; k++) {
+            v->pin_d[k] = NULL;
+            if (x->mapped && cudaHostGetDevicePointer(&v->pin_d[k], p[k], 0) != cudaSuccess) {
+                (void)cudaGetLastError();
+                v->pin_d[k] = NULL;
+            }
+        }
     }
     /* the last copy out of this slot's staging has completed: each step ends
      * in a synchronising read, or (pipelined) the run two before this one
      * has, and a value is uploaded once a step */
     memcpy(v->pin[x->slot], v->t.data, v->t.nbytes);
     if (x->capturing) rp_up(x, v);
+    /* a small upload by a kernel reading the mapped staging (a kernel node when captured): between two
+     * kernels a copy costs some 7 us of the step (E2B's per-step upload, H100, session 45's trace: the
+     * copy ran 1.1 us, the graph's first kernel started 5.5 us after it) */
+    if (v->pin_d[x->slot] && v->t.nbytes % 4 == 0 && v->t.nbytes <= CX_UP_WORDS_MAX && ((uintptr_t)v->d & 3) == 0)
+        return gops_copy_words((uint32_t *)v->d, (const uint32_t *)v->pin_d[x->slot], (int)(v->t.nbytes / 4),
+                               (gcuda_stream)x->stream, err);
     CX_CUDA(cudaMemcpyAsync(v->d, v->pin[x->slot], v->t.nbytes, cudaMemcpyHostToDevice, x->stream), "upload");
     return GRAFT_OK;
 }
@@ -452,9 +465,11 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
     }
     if (x->hlen_d) { /* a kernel reads the slot's mapped staging (a kernel node when captured) */
         /* not gops_copy: that is a programmatic dependent that lets its dependents start before it has
-         * written, and the attention reads the lengths before its griddepcontrol.wait */
-        graft_status rc = gops_copy_words((uint32_t *)x->dlen, (const uint32_t *)(x->hlen_d + 2 * CX_MAX_B * x->slot),
-                                          2 * CX_MAX_B, (gcuda_stream)x->stream, err);
+         * written, and the attention reads the lengths before its griddepcontrol.wait. Ahead: the copy runs
+         * under the kernel before (q/k/v's), which reads no lengths; the run's first attention is after it */
+        graft_status rc = gops_copy_words_ahead((uint32_t *)x->dlen,
+                                                (const uint32_t *)(x->hlen_d + 2 * CX_MAX_B * x->slot), 2 * CX_MAX_B,
+                                                (gcuda_stream)x->stream, err);
         if (rc != GRAFT_OK) return rc;
     } else {
         CX_CUDA(cudaMemcpyAsync(x->dlen, hl, 2 * CX_MAX_B * sizeof(int32_t), cudaMemcpyHostToDevice, x->stream),
