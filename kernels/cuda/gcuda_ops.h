@@ -94,6 +94,21 @@ typedef struct gops_iprog {
     gops_iprog_ins ins[GOPS_IPROG_MAX];
 } gops_iprog;
 graft_status gops_int_prog(const gops_iprog *p, gcuda_stream s, graft_error *err);
+/* The same program kept in device memory: gops_int_prog_keep uploads p (in
+ * kd->d, allocated when NULL; ordered behind s's work) with the plan of
+ * which operands its instructions read from an earlier one's output in
+ * shared memory; gops_int_prog_run launches it as gops_int_prog would, the
+ * program read from there in one go rather than from the kernel's
+ * parameters (a kernel node captured once serves every replay while the
+ * upload is not redone); gops_int_prog_free releases kd->d. */
+typedef struct gops_iprog_dev {
+    void *d;
+    int threads;
+    size_t smem;
+} gops_iprog_dev;
+graft_status gops_int_prog_keep(const gops_iprog *p, gops_iprog_dev *kd, gcuda_stream s, graft_error *err);
+graft_status gops_int_prog_run(const gops_iprog_dev *kd, gcuda_stream s, graft_error *err);
+void gops_int_prog_free(gops_iprog_dev *kd);
 
 typedef enum gops_unary_op {
     GOPS_NEG, GOPS_SQRT, GOPS_TANH, GOPS_SIGMOID, GOPS_GELU_ERF, GOPS_GELU_TANH, GOPS_CLIP, GOPS_RELU,

@@ -2,6 +2,7 @@
  * broadcasting elementwise, casts, strided copies, last-axis reductions
  * and masked attention. fp32 arithmetic whatever the storage type. */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cuda/gcuda_chain.cuh"
 
@@ -312,11 +313,24 @@ __device__ __forceinline__ long long go_ip_ld(const void *p, int dt, int64_t i)
                                      : (long long)((const uint8_t *)p)[i];
 }
 
-__global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_kernel(const __grid_constant__ gops_iprog p)
+/* A program kept in device memory (gops_int_prog_keep) with where its
+ * operands come from: src[k][j], the shared slot holding operand j of
+ * instruction k (-1: read at its address); slot[k], the slot instruction
+ * k's output is copied to (-1: none); a slot is pitch values, as go_ip_ld
+ * reads them back. Padded to 16 bytes (copied in 16-byte words). */
+#define GO_IP_SMEM 32768 /* bytes of slots at most: with the scan (8 KB) and the program (2.4 KB), under 48 KB (no opt-in) */
+struct __align__(16) go_iprog_k {
+    gops_iprog p;
+    signed char src[GOPS_IPROG_MAX][3], slot[GOPS_IPROG_MAX];
+    int pitch, slots;
+};
+
+/* The program p (in the kernel's parameters, or copied to shared memory:
+ * q, with its slots in vals). */
+template <bool SLOTS>
+__device__ __forceinline__ void go_ip_run(const gops_iprog &p, const go_iprog_k *q, long long *vals,
+                                          unsigned long long *scan)
 {
-    __shared__ unsigned long long scan[GOPS_IPROG_N];
-    gc_pdl_wait();
-    gc_pdl_trigger();
     const int t = threadIdx.x;
     for (int k = 0; k < p.n; k++) {
         const gops_iprog_ins &I = p.ins[k];
@@ -329,7 +343,10 @@ __global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_kernel(const __grid_
                 i /= I.dims[d];
                 for (int j = 0; j < 3; j++) off[j] += c * I.st[j][d];
             }
-            for (int j = 0; j < 3; j++) v[j] = I.a[j] ? go_ip_ld(I.a[j], I.adt[j], off[j]) : I.imm[j];
+            for (int j = 0; j < 3; j++)
+                v[j] = !I.a[j]                     ? I.imm[j]
+                       : SLOTS && q->src[k][j] >= 0 ? vals[q->src[k][j] * q->pitch + off[j]]
+                                                    : go_ip_ld(I.a[j], I.adt[j], off[j]);
             const unsigned long long ua = (unsigned long long)v[0], ub = (unsigned long long)v[1];
             switch (I.kind) {
             case GOPS_IP_BIN: /* wrapping arithmetic, as the host's (two's complement) */
@@ -361,28 +378,159 @@ __global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_kernel(const __grid_
             r = (long long)(I.excl ? scan[t] - (unsigned long long)v[0] : scan[t]);
         }
         if (act) {
-            if (I.ydt == GRAFT_DTYPE_INT64) ((long long *)I.y)[t] = r;
-            else if (I.ydt == GRAFT_DTYPE_INT32) ((int *)I.y)[t] = (int)r;
-            else ((uint8_t *)I.y)[t] = (uint8_t)(I.kind == GOPS_IP_CAST ? r != 0 : r);
+            long long back; /* what go_ip_ld reads back from the store */
+            if (I.ydt == GRAFT_DTYPE_INT64) ((long long *)I.y)[t] = back = r;
+            else if (I.ydt == GRAFT_DTYPE_INT32) ((int *)I.y)[t] = (int)r, back = (int)r;
+            else {
+                const uint8_t b = (uint8_t)(I.kind == GOPS_IP_CAST ? r != 0 : r);
+                ((uint8_t *)I.y)[t] = b;
+                back = b;
+            }
+            if (SLOTS && q->slot[k] >= 0) vals[q->slot[k] * q->pitch + t] = back;
         }
         __syncthreads(); /* instruction k's writes, seen by k + 1's reads */
     }
 }
 
-extern "C" graft_status gops_int_prog(const gops_iprog *p, gcuda_stream s, graft_error *err)
+__global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_kernel(const __grid_constant__ gops_iprog p)
+{
+    __shared__ unsigned long long scan[GOPS_IPROG_N];
+    gc_pdl_wait();
+    gc_pdl_trigger();
+    go_ip_run<false>(p, NULL, NULL, scan);
+}
+
+/* The kept program: copied to shared memory with 16-byte loads issued at
+ * once (a block's one memory latency) rather than read instruction by
+ * instruction from the kernel's constant bank, cold at each launch (a cold
+ * line a field, some 1 us an instruction: Gemma's 13-instruction token
+ * routing took 12.6 us a decode step from its parameters, H100, session 46),
+ * its outputs' copies in shared memory read back by the instructions that
+ * take them whole (go_ip_plan) rather than from L2. */
+__global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_dev_kernel(const go_iprog_k *dq)
+{
+    __shared__ unsigned long long scan[GOPS_IPROG_N];
+    __shared__ go_iprog_k sq;
+    extern __shared__ long long ip_vals[]; /* [sq.slots][sq.pitch] */
+    const uint4 *w = reinterpret_cast<const uint4 *>(dq);
+    uint4 *sw = reinterpret_cast<uint4 *>(&sq);
+    for (int i = (int)threadIdx.x; i < (int)(sizeof sq / 16); i += (int)blockDim.x) sw[i] = w[i]; /* written before */
+    gc_pdl_wait();
+    gc_pdl_trigger();
+    __syncthreads();
+    go_ip_run<true>(sq.p, &sq, ip_vals, scan);
+}
+
+static size_t go_ip_size(int dt) { return dt == GRAFT_DTYPE_INT64 ? 8 : dt == GRAFT_DTYPE_INT32 ? 4 : 1; }
+
+/* Which operands read an earlier instruction's output from its shared
+ * copy: operand j of instruction k where a[j] is the output y of the last
+ * instruction m < k that wrote there, read as m's type, at offsets inside
+ * m's n elements (no negative stride), and no instruction between m and k
+ * wrote bytes of it. Slots go to outputs in order until GO_IP_SMEM. */
+static void go_ip_plan(go_iprog_k *q, int most)
+{
+    const gops_iprog *p = &q->p;
+    q->pitch = most;
+    q->slots = 0;
+    memset(q->src, -1, sizeof q->src);
+    memset(q->slot, -1, sizeof q->slot);
+    for (int k = 0; k < p->n; k++) {
+        const gops_iprog_ins *I = &p->ins[k];
+        for (int j = 0; j < 3; j++) {
+            if (!I->a[j]) continue;
+            int m = k - 1;
+            while (m >= 0 && p->ins[m].y != I->a[j]) m--;
+            if (m < 0 || p->ins[m].ydt != I->adt[j]) continue;
+            const gops_iprog_ins *M = &p->ins[m];
+            long long hi = 0;
+            bool ok = true;
+            for (int d = 0; d < I->rank; d++) {
+                if (I->st[j][d] < 0) ok = false;
+                hi += (long long)(I->dims[d] - 1) * I->st[j][d];
+            }
+            if (!ok || hi >= M->n) continue;
+            const uintptr_t a0 = (uintptr_t)M->y, a1 = a0 + (size_t)M->n * go_ip_size(M->ydt);
+            for (int w = m + 1; w < k && ok; w++) {
+                const uintptr_t b0 = (uintptr_t)p->ins[w].y, b1 = b0 + (size_t)p->ins[w].n * go_ip_size(p->ins[w].ydt);
+                ok = b1 <= a0 || a1 <= b0;
+            }
+            if (!ok) continue;
+            if (q->slot[m] < 0) {
+                if ((size_t)(q->slots + 1) * (size_t)most * sizeof(long long) > GO_IP_SMEM) continue;
+                q->slot[m] = (signed char)q->slots++;
+            }
+            q->src[k][j] = q->slot[m];
+        }
+    }
+}
+
+/* The program's checks; *most: its widest instruction's elements. */
+static graft_status go_ip_check(const gops_iprog *p, int *most, graft_error *err)
 {
     if (p->n < 1 || p->n > GOPS_IPROG_MAX) return gcuda_errf(err, GRAFT_EINVAL, "gops_int_prog: %d instructions", p->n);
-    int most = 1;
+    *most = 1;
     for (int k = 0; k < p->n; k++) {
         const gops_iprog_ins *I = &p->ins[k];
         if (I->n < 1 || I->n > GOPS_IPROG_N || I->rank > GOPS_IPROG_RANK || I->kind > GOPS_IP_WHERE ||
             (I->kind == GOPS_IP_CUMSUM && (I->len < 1 || I->inner < 1 || (int64_t)I->len * I->inner > I->n)))
             return gcuda_errf(err, GRAFT_EINVAL, "gops_int_prog: instruction %d", k);
-        if (I->n > most) most = I->n;
+        if (I->n > *most) *most = I->n;
     }
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gops_int_prog(const gops_iprog *p, gcuda_stream s, graft_error *err)
+{
+    int most;
+    graft_status st = go_ip_check(p, &most, err);
+    if (st) return st;
     gc_launch(gcuda_pdl_all(), go_int_prog_kernel, 1, (unsigned)((most + 31) / 32 * 32), 0, s, *p);
     GCUDA_CHECK_LAUNCH("go_int_prog_kernel");
     return GRAFT_OK;
+}
+
+extern "C" graft_status gops_int_prog_keep(const gops_iprog *p, gops_iprog_dev *kd, gcuda_stream s, graft_error *err)
+{
+    int most;
+    graft_status st = go_ip_check(p, &most, err);
+    if (st) return st;
+    go_iprog_k *q = (go_iprog_k *)calloc(1, sizeof *q); /* zeroed padding: the bytes uploaded are all set */
+    if (!q) return gcuda_errf(err, GRAFT_ENOMEM, "gops_int_prog_keep: out of memory");
+    q->p = *p;
+    go_ip_plan(q, most);
+    if (!kd->d) {
+        cudaError_t e = cudaMalloc(&kd->d, sizeof *q);
+        if (e != cudaSuccess) {
+            free(q);
+            (void)cudaGetLastError();
+            kd->d = NULL;
+            return gcuda_errf(err, GRAFT_ENOMEM, "gops_int_prog_keep: %zu bytes: %s", sizeof *q, cudaGetErrorString(e));
+        }
+    }
+    /* pageable: staged by the driver before this returns, ordered behind the stream's work */
+    cudaError_t e = cudaMemcpyAsync(kd->d, q, sizeof *q, cudaMemcpyHostToDevice, (cudaStream_t)s);
+    kd->threads = (most + 31) / 32 * 32;
+    kd->smem = (size_t)q->slots * (size_t)most * sizeof(long long);
+    free(q);
+    if (e != cudaSuccess) return gcuda_fail(err, e, "gops_int_prog_keep: upload", __FILE__, __LINE__);
+    return GRAFT_OK;
+}
+
+extern "C" graft_status gops_int_prog_run(const gops_iprog_dev *kd, gcuda_stream s, graft_error *err)
+{
+    if (!kd->d || kd->threads < 32 || kd->threads > GOPS_IPROG_N || kd->smem > GO_IP_SMEM)
+        return gcuda_errf(err, GRAFT_EINVAL, "gops_int_prog_run: no kept program");
+    gc_launch(gcuda_pdl_all(), go_int_prog_dev_kernel, 1, (unsigned)kd->threads, kd->smem, s,
+              (const go_iprog_k *)kd->d);
+    GCUDA_CHECK_LAUNCH("go_int_prog_dev_kernel");
+    return GRAFT_OK;
+}
+
+extern "C" void gops_int_prog_free(gops_iprog_dev *kd)
+{
+    if (kd->d) cudaFree(kd->d);
+    kd->d = NULL;
 }
 
 /* ------------------------------------------------------------ unary, cast */

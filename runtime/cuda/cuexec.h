@@ -94,9 +94,15 @@ struct cx_ggroup {
 };
 
 /* Integer nodes of the input ids run as one program (plan_ints) */
+#define CX_IP_KEEP 4 /* programs kept in device memory a group (a prefill's and a decode step's, ...) */
 struct cx_igroup {
     int n;
     struct cx_node *m[GOPS_IPROG_MAX];
+    /* the programs run so far, each kept in device memory once (gops_int_prog_keep; never rewritten, since a
+     * captured graph's kernel reads it at every replay); more than CX_IP_KEEP: as kernel parameters */
+    int nk;
+    gops_iprog *kp[CX_IP_KEEP];
+    gops_iprog_dev kd[CX_IP_KEEP];
 };
 
 struct cx_node {

@@ -1167,6 +1167,11 @@ void cx_fuse_free(cx_node *cn)
     cn->mg = NULL;
     free(cn->gg);
     cn->gg = NULL;
+    if (cn->igg)
+        for (int k = 0; k < cn->igg->nk; k++) {
+            gops_int_prog_free(&cn->igg->kd[k]);
+            free(cn->igg->kp[k]);
+        }
     free(cn->igg);
     cn->igg = NULL;
 }

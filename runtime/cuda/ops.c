@@ -490,7 +490,7 @@ graft_status cx_int_run(cx_exec *x, cx_node *cn, graft_error *err)
 {
     struct cx_igroup *g = cn->igg;
     gops_iprog p;
-    p.n = 0;
+    memset(&p, 0, sizeof p); /* compared whole below: no stray bytes (ip_build clears each instruction) */
     for (int k = 0; k < g->n; k++) {
         int fits;
         TRY(ip_build(x, g->m[k], &p.ins[p.n], &fits, err));
@@ -500,6 +500,36 @@ graft_status cx_int_run(cx_exec *x, cx_node *cn, graft_error *err)
         }
         p.n++;
         if (k) g->m[k]->mm_run = x->run_no;
+    }
+    /* the program from device memory, uploaded the first time it is run (not inside a capture: that step runs
+     * eagerly); GRAFT_CUDA_IPROG_KEEP=0: from the kernel's parameters */
+    static int keep = -1;
+    if (keep < 0) {
+        const char *e = getenv("GRAFT_CUDA_IPROG_KEEP");
+        keep = !e || strcmp(e, "0") != 0;
+    }
+    if (keep) {
+        for (int k = 0; k < g->nk; k++)
+            if (!memcmp(g->kp[k], &p, sizeof p)) return gops_int_prog_run(&g->kd[k], STRM(x), err);
+        if (g->nk < CX_IP_KEEP) {
+            if (x->capturing) {
+                x->cap_abort = x->cap_abort ? x->cap_abort : 2;
+                return rt_err(&cn->n, err, GRAFT_EUNSUPPORTED, "CUDA graph capture: an integer program's first upload");
+            }
+            gops_iprog *c = malloc(sizeof *c);
+            if (!c) return rt_err(&cn->n, err, GRAFT_ENOMEM, "out of memory");
+            memcpy(c, &p, sizeof p);
+            gops_iprog_dev kd = {0};
+            graft_status rc = gops_int_prog_keep(&p, &kd, STRM(x), err);
+            if (rc != GRAFT_OK) {
+                gops_int_prog_free(&kd);
+                free(c);
+                return rc;
+            }
+            g->kp[g->nk] = c;
+            g->kd[g->nk++] = kd;
+            return gops_int_prog_run(&kd, STRM(x), err);
+        }
     }
     return gops_int_prog(&p, STRM(x), err);
 }

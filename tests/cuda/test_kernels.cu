@@ -1992,6 +1992,24 @@ static void ip_arg(gops_iprog_ins &I, int j, const void *a, int dt, const int64_
     for (int d = 0; d < I.rank; d++) I.st[j][d] = a && st ? (int)st[d] : 0;
 }
 static size_t ip_bytes(int dt) { return dt == GRAFT_DTYPE_INT64 ? 8 : dt == GRAFT_DTYPE_INT32 ? 4 : 1; }
+/* The program again with outputs from[j] moved to to[j] (operands that read
+ * them too), kept in device memory and run from there (gops_int_prog_keep,
+ * _run): its own outputs, for the same comparison. */
+static void ip_kept(const gops_iprog &pr, void *const *from, void *const *to, int n)
+{
+    gops_iprog p2 = pr;
+    for (int k = 0; k < p2.n; k++)
+        for (int j = 0; j < n; j++) {
+            if (p2.ins[k].y == from[j]) p2.ins[k].y = to[j];
+            for (int a = 0; a < 3; a++)
+                if (p2.ins[k].a[a] == from[j]) p2.ins[k].a[a] = to[j];
+        }
+    gops_iprog_dev kd = {};
+    CK(gops_int_prog_keep(&p2, &kd, NULL, &E));
+    CK(gops_int_prog_run(&kd, NULL, &E));
+    CUCK(cudaDeviceSynchronize()); /* before kd's memory goes */
+    gops_int_prog_free(&kd);
+}
 
 template <typename T> static void test_int_prog(int dt)
 {
@@ -2011,10 +2029,11 @@ template <typename T> static void test_int_prog(int dt)
         shb.st[0][1] = 1; /* b [1, 1] broadcast */
         /* outputs: program (p) and kernels (k); dtypes */
         const int ydt[9] = {B8, dt, dt, dt, dt, dt, B8, B8, other};
-        void *p[9], *k[9];
+        void *p[9], *k[9], *q[9];
         for (int j = 0; j < 9; j++) {
             p[j] = poisoned_bytes((size_t)S * ip_bytes(ydt[j]));
             k[j] = poisoned_bytes((size_t)S * ip_bytes(ydt[j]));
+            q[j] = poisoned_bytes((size_t)S * ip_bytes(ydt[j]));
         }
         std::vector<T> three = {(T)3}, one = {(T)1};
         void *d3 = int_up(three), *d1 = int_up(one);
@@ -2043,6 +2062,7 @@ template <typename T> static void test_int_prog(int dt)
         ip_arg(I[8], 0, p[5], dt, st);
         pr.n = 9;
         CK(gops_int_prog(&pr, NULL, &E));
+        ip_kept(pr, p, q, 9);
         gops_shape shs = sh; /* a scalar on the device for the kernels' immediates */
         shs.st[1][1] = 0;
         CK(gops_int_binary(GOPS_I_EQUAL, dt, &shs, di, d3, k[0], NULL, &E));
@@ -2057,10 +2077,11 @@ template <typename T> static void test_int_prog(int dt)
         const char *what[9] = {"equal", "cast", "cumsum", "sub", "clip", "where", "less", "to bool", "to width"};
         for (int j = 0; j < 9; j++) {
             size_t nb = (size_t)S * ip_bytes(ydt[j]);
-            auto a = int_down<uint8_t>(p[j], nb + 8), b = int_down<uint8_t>(k[j], nb + 8);
-            size_t bad = 0;
-            for (size_t i = 0; i < nb + 8; i++) bad += a[i] != b[i]; /* the 8 bytes past: still poisoned */
+            auto a = int_down<uint8_t>(p[j], nb + 8), b = int_down<uint8_t>(k[j], nb + 8), c = int_down<uint8_t>(q[j], nb + 8);
+            size_t bad = 0, badk = 0;
+            for (size_t i = 0; i < nb + 8; i++) bad += a[i] != b[i], badk += c[i] != b[i]; /* the 8 bytes past: still poisoned */
             int_row("int program", fmt("routing [1,%d]: %s", S, what[j]), dt, nb, bad);
+            int_row("int program, kept", fmt("routing [1,%d]: %s", S, what[j]), dt, nb, badk);
         }
     }
     /* [2, 5, 3]: max by b [1, 5, 1], where cond [2, 1, 3] ? x : -9, scans along axis 1 (exclusive) and 0 (reverse) */
@@ -2072,8 +2093,12 @@ template <typename T> static void test_int_prog(int dt)
         std::vector<T> m9 = {(T)-9};
         void *dx = int_up(xv), *db = int_up(bv), *dc = int_up(cv), *dm9 = int_up(m9);
         const int64_t sx[3] = {Bd * C, C, 1}, sbv[3] = {0, 1, 0}, sc[3] = {C, 0, 1};
-        void *p[4], *k[4];
-        for (int j = 0; j < 4; j++) p[j] = poisoned_bytes((size_t)n * sizeof(T)), k[j] = poisoned_bytes((size_t)n * sizeof(T));
+        std::vector<T> seven = {(T)7};
+        void *d7 = int_up(seven);
+        void *p[6], *k[6], *q[6];
+        for (int j = 0; j < 6; j++)
+            p[j] = poisoned_bytes((size_t)n * sizeof(T)), k[j] = poisoned_bytes((size_t)n * sizeof(T)),
+            q[j] = poisoned_bytes((size_t)n * sizeof(T));
         gops_iprog pr;
         memset(&pr, 0, sizeof pr);
         gops_iprog_ins *I = pr.ins;
@@ -2087,8 +2112,16 @@ template <typename T> static void test_int_prog(int dt)
         I[3] = ip_ins(GOPS_IP_CUMSUM, 0, dt, 3, dims, p[3]);
         ip_arg(I[3], 0, p[2], dt, sx);
         I[3].len = A, I[3].inner = Bd * C, I[3].rev = 1;
-        pr.n = 4;
+        /* a [5] result read back broadcast over [2, 5, 3] (strides 0, 1, 0): another thread's element */
+        const int d5[1] = {Bd};
+        const int64_t s1[1] = {1};
+        I[4] = ip_ins(GOPS_IP_BIN, GOPS_I_ADD, dt, 1, d5, p[4]);
+        ip_arg(I[4], 0, db, dt, s1), ip_arg(I[4], 1, NULL, dt, NULL, 7);
+        I[5] = ip_ins(GOPS_IP_BIN, GOPS_I_SUB, dt, 3, dims, p[5]);
+        ip_arg(I[5], 0, p[3], dt, sx), ip_arg(I[5], 1, p[4], dt, sbv);
+        pr.n = 6;
         CK(gops_int_prog(&pr, NULL, &E));
+        ip_kept(pr, p, q, 6);
         gops_shape s3 = {};
         s3.rank = 3;
         for (int d = 0; d < 3; d++) s3.dims[d] = dims[d], s3.st[0][d] = sx[d], s3.st[1][d] = sbv[d];
@@ -2099,14 +2132,21 @@ template <typename T> static void test_int_prog(int dt)
         CK(gops_where(dt, &w3, (const uint8_t *)dc, k[0], dm9, k[1], NULL, &E));
         CK(gops_int_cumsum(dt, k[1], k[2], A, Bd, C, 1, 0, NULL, &E));
         CK(gops_int_cumsum(dt, k[2], k[3], 1, A, Bd * C, 0, 1, NULL, &E));
-        const char *what[4] = {"max by [1,5,1]", "where [2,1,3] ? x : -9", "cumsum axis 1 exclusive",
-                               "cumsum axis 0 reverse"};
-        for (int j = 0; j < 4; j++) {
-            size_t nb = (size_t)n * sizeof(T);
-            auto a = int_down<uint8_t>(p[j], nb + 8), b = int_down<uint8_t>(k[j], nb + 8);
-            size_t bad = 0;
-            for (size_t i = 0; i < nb + 8; i++) bad += a[i] != b[i];
+        gops_shape a5 = {};
+        a5.rank = 1, a5.dims[0] = Bd, a5.st[0][0] = 1; /* b: the scalar 7 */
+        CK(gops_int_binary(GOPS_I_ADD, dt, &a5, db, d7, k[4], NULL, &E));
+        gops_shape b3 = s3;
+        for (int d = 0; d < 3; d++) b3.st[0][d] = sx[d], b3.st[1][d] = sbv[d];
+        CK(gops_int_binary(GOPS_I_SUB, dt, &b3, k[3], k[4], k[5], NULL, &E));
+        const char *what[6] = {"max by [1,5,1]", "where [2,1,3] ? x : -9", "cumsum axis 1 exclusive",
+                               "cumsum axis 0 reverse", "[5] + 7", "minus the [5] result as [1,5,1]"};
+        for (int j = 0; j < 6; j++) {
+            size_t nb = (size_t)(j == 4 ? Bd : n) * sizeof(T);
+            auto a = int_down<uint8_t>(p[j], nb + 8), b = int_down<uint8_t>(k[j], nb + 8), c = int_down<uint8_t>(q[j], nb + 8);
+            size_t bad = 0, badk = 0;
+            for (size_t i = 0; i < nb + 8; i++) bad += a[i] != b[i], badk += c[i] != b[i];
             int_row("int program", fmt("[2,5,3]: %s", what[j]), dt, nb, bad);
+            int_row("int program, kept", fmt("[2,5,3]: %s", what[j]), dt, nb, badk);
         }
     }
     release_all();
