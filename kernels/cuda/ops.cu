@@ -404,12 +404,12 @@ __global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_kernel(const __grid_
 }
 
 /* The kept program: copied to shared memory with 16-byte loads issued at
- * once (a block's one memory latency) rather than read instruction by
- * instruction from the kernel's constant bank, cold at each launch (a cold
- * line a field, some 1 us an instruction: Gemma's 13-instruction token
- * routing took 12.6 us a decode step from its parameters, H100, session 46),
- * its outputs' copies in shared memory read back by the instructions that
- * take them whole (go_ip_plan) rather than from L2. */
+ * once (a block's one memory latency) rather than read field by field from
+ * the kernel's parameters, cold at each launch; its outputs' copies in
+ * shared memory read back by the instructions that take them whole
+ * (go_ip_plan) rather than from L2. Gemma's 13-instruction token routing:
+ * 11.2-11.7 us a decode step against 12.6 from the parameters (H100,
+ * session 46); the rest is each instruction's dependent chain in one warp. */
 __global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_dev_kernel(const go_iprog_k *dq)
 {
     __shared__ unsigned long long scan[GOPS_IPROG_N];
@@ -855,22 +855,27 @@ template <bool AHEAD> __global__ void go_words_kernel(uint32_t *dst, const uint3
     if (AHEAD) gc_pdl_wait(); /* the kernel before ended: so has this one, for the kernel after (no trigger) */
 }
 
-extern "C" graft_status gops_copy_words(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err)
+/* ahead: gops_copy_words_ahead's form (a programmatic dependent) */
+static graft_status go_copy_words(bool ahead, uint32_t *dst, const uint32_t *src, int n, gcuda_stream s,
+                                  graft_error *err)
 {
-    if (n < 0 || (n && (!dst || !src))) return gcuda_errf(err, GRAFT_EINVAL, "gops_copy_words: %d words", n);
+    if (n < 0 || (n && (!dst || !src)))
+        return gcuda_errf(err, GRAFT_EINVAL, "%s: %d words", ahead ? "gops_copy_words_ahead" : "gops_copy_words", n);
     if (!n) return GRAFT_OK;
-    go_words_kernel<false><<<gc_blocks(n, 128), 128, 0, s>>>(dst, src, n);
+    if (ahead) gc_launch(gcuda_pdl_all(), go_words_kernel<true>, gc_blocks(n, 128), 128, 0, s, dst, src, n);
+    else go_words_kernel<false><<<gc_blocks(n, 128), 128, 0, s>>>(dst, src, n);
     GCUDA_CHECK_LAUNCH("go_words_kernel");
     return GRAFT_OK;
 }
 
+extern "C" graft_status gops_copy_words(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err)
+{
+    return go_copy_words(false, dst, src, n, s, err);
+}
+
 extern "C" graft_status gops_copy_words_ahead(uint32_t *dst, const uint32_t *src, int n, gcuda_stream s, graft_error *err)
 {
-    if (n < 0 || (n && (!dst || !src))) return gcuda_errf(err, GRAFT_EINVAL, "gops_copy_words_ahead: %d words", n);
-    if (!n) return GRAFT_OK;
-    gc_launch(gcuda_pdl_all(), go_words_kernel<true>, gc_blocks(n, 128), 128, 0, s, dst, src, n);
-    GCUDA_CHECK_LAUNCH("go_words_kernel");
-    return GRAFT_OK;
+    return go_copy_words(true, dst, src, n, s, err);
 }
 
 /* ------------------------------------------------------------ attention */

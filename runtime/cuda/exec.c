@@ -172,6 +172,17 @@ static void upload_progress(cx_exec *x, size_t bytes)
     fflush(stderr);
 }
 
+/* Pinned host memory h as the device maps it: NULL under GRAFT_CUDA_MAPPED=0
+ * or where the device does not map it (the caller copies instead). */
+static void *mapped(cx_exec *x, void *h)
+{
+    void *d = NULL;
+    if (!x->mapped) return NULL;
+    if (cudaHostGetDevicePointer(&d, h, 0) == cudaSuccess) return d;
+    (void)cudaGetLastError();
+    return NULL;
+}
+
 /* Host to device through the value's pinned staging (per-step data), so
  * that the copy can sit in a captured graph and never stages pageable
  * memory. Weights and constants (sticky: uploaded once) go directly. */
@@ -209,13 +220,7 @@ static graft_status upload(cx_exec *x, cx_val *v, graft_error *err)
         v->pin[0] = p[0];
         v->pin[1] = p[1];
         v->pcap = alloc;
-        for (int k = 0; k < 2; k++) {
-            v->pin_d[k] = NULL;
-            if (x->mapped && cudaHostGetDevicePointer(&v->pin_d[k], p[k], 0) != cudaSuccess) {
-                (void)cudaGetLastError();
-                v->pin_d[k] = NULL;
-            }
-        }
+        for (int k = 0; k < 2; k++) v->pin_d[k] = mapped(x, p[k]);
     }
     /* the last copy out of this slot's staging has completed: each step ends
      * in a synchronising read, or (pipelined) the run two before this one
@@ -426,17 +431,6 @@ const cx_kvbind *cx_kv_of_past(cx_exec *x, const cx_val *v)
 {
     for (size_t i = 0; i < x->n_kv; i++)
         if (x->vals[x->kv[i].past] == v) return v->d == x->kv[i].buf && v->pitch ? &x->kv[i] : NULL;
-    return NULL;
-}
-
-/* Pinned host memory h as the device maps it: NULL under GRAFT_CUDA_MAPPED=0
- * or where the device does not map it (the caller copies instead). */
-static void *mapped(cx_exec *x, void *h)
-{
-    void *d = NULL;
-    if (!x->mapped) return NULL;
-    if (cudaHostGetDevicePointer(&d, h, 0) == cudaSuccess) return d;
-    (void)cudaGetLastError();
     return NULL;
 }
 
