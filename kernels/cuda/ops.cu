@@ -322,6 +322,7 @@ __device__ __forceinline__ long long go_ip_ld(const void *p, int dt, int64_t i)
 struct __align__(16) go_iprog_k {
     gops_iprog p;
     signed char src[GOPS_IPROG_MAX][3], slot[GOPS_IPROG_MAX];
+    signed char pre[GOPS_IPROG_MAX][3]; /* 1: read before the first instruction (go_ip_plan) */
     int pitch, slots;
 };
 
@@ -329,7 +330,7 @@ struct __align__(16) go_iprog_k {
  * q, with its slots in vals). */
 template <bool SLOTS>
 __device__ __forceinline__ void go_ip_run(const gops_iprog &p, const go_iprog_k *q, long long *vals,
-                                          unsigned long long *scan)
+                                          const long long *pv, unsigned long long *scan)
 {
     const int t = threadIdx.x;
     for (int k = 0; k < p.n; k++) {
@@ -349,6 +350,7 @@ __device__ __forceinline__ void go_ip_run(const gops_iprog &p, const go_iprog_k 
             for (int j = 0; j < 3; j++)
                 v[j] = !I.a[j]                     ? I.imm[j]
                        : SLOTS && q->src[k][j] >= 0 ? vals[q->src[k][j] * q->pitch + off[j]]
+                       : SLOTS && q->pre[k][j]      ? pv[k * 3 + j]
                                                     : go_ip_ld(I.a[j], I.adt[j], off[j]);
             const unsigned long long ua = (unsigned long long)v[0], ub = (unsigned long long)v[1];
             switch (I.kind) {
@@ -400,7 +402,7 @@ __global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_kernel(const __grid_
     __shared__ unsigned long long scan[GOPS_IPROG_N];
     gc_pdl_wait();
     gc_pdl_trigger();
-    go_ip_run<false>(p, NULL, NULL, scan);
+    go_ip_run<false>(p, NULL, NULL, NULL, scan);
 }
 
 /* The kept program: copied to shared memory with 16-byte loads issued at
@@ -409,28 +411,74 @@ __global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_kernel(const __grid_
  * shared memory read back by the instructions that take them whole
  * (go_ip_plan) rather than from L2. Gemma's 13-instruction token routing:
  * 11.2-11.7 us a decode step against 12.6 from the parameters (H100,
- * session 46); the rest is each instruction's dependent chain in one warp. */
+ * session 46); the rest is each instruction's dependent chain in one warp.
+ * The one-element operands that no earlier instruction writes (pre: the
+ * ids, other kernels' outputs) are loaded together right after the wait,
+ * their addresses read before it, rather than one L2 latency in the chain
+ * of each instruction that takes one. */
 __global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_dev_kernel(const go_iprog_k *dq)
 {
     __shared__ unsigned long long scan[GOPS_IPROG_N];
     __shared__ go_iprog_k sq;
+    __shared__ long long pv[GOPS_IPROG_MAX * 3];
     extern __shared__ long long ip_vals[]; /* [sq.slots][sq.pitch] */
     const uint4 *w = reinterpret_cast<const uint4 *>(dq);
     uint4 *sw = reinterpret_cast<uint4 *>(&sq);
     for (int i = (int)threadIdx.x; i < (int)(sizeof sq / 16); i += (int)blockDim.x) sw[i] = w[i]; /* written before */
+    /* operands t and t + blockDim.x (blockDim.x >= 32: two cover the 48): address and type */
+    const void *pa[2] = {NULL, NULL};
+    int pd[2] = {0, 0};
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int i = (int)threadIdx.x + h * (int)blockDim.x;
+        if (i < GOPS_IPROG_MAX * 3 && dq->pre[i / 3][i % 3]) pa[h] = dq->p.ins[i / 3].a[i % 3], pd[h] = dq->p.ins[i / 3].adt[i % 3];
+    }
     gc_pdl_wait();
     gc_pdl_trigger();
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        if (pa[h]) pv[(int)threadIdx.x + h * (int)blockDim.x] = go_ip_ld(pa[h], pd[h], 0);
     __syncthreads();
-    go_ip_run<true>(sq.p, &sq, ip_vals, scan);
+    go_ip_run<true>(sq.p, &sq, ip_vals, pv, scan);
 }
 
 static size_t go_ip_size(int dt) { return dt == GRAFT_DTYPE_INT64 ? 8 : dt == GRAFT_DTYPE_INT32 ? 4 : 1; }
 
-/* Which operands read an earlier instruction's output from its shared
- * copy: operand j of instruction k where a[j] is the output y of the last
- * instruction m < k that wrote there, read as m's type, at offsets inside
- * m's n elements (no negative stride), and no instruction between m and k
- * wrote bytes of it. Slots go to outputs in order until GO_IP_SMEM. */
+/* Whether operand j of instruction k reads an earlier instruction's output
+ * from its shared copy: where a[j] is the output y of the last instruction
+ * m < k that wrote there, read as m's type, at offsets inside m's n
+ * elements (no negative stride), and no instruction between m and k wrote
+ * bytes of it. Slots go to outputs in order until GO_IP_SMEM. */
+static void go_ip_slot(go_iprog_k *q, int k, int j, int most)
+{
+    const gops_iprog *p = &q->p;
+    const gops_iprog_ins *I = &p->ins[k];
+    int m = k - 1;
+    while (m >= 0 && p->ins[m].y != I->a[j]) m--;
+    if (m < 0 || p->ins[m].ydt != I->adt[j]) return;
+    const gops_iprog_ins *M = &p->ins[m];
+    long long hi = 0;
+    for (int d = 0; d < I->rank; d++) {
+        if (I->st[j][d] < 0) return;
+        hi += (long long)(I->dims[d] - 1) * I->st[j][d];
+    }
+    if (hi >= M->n) return;
+    const uintptr_t a0 = (uintptr_t)M->y, a1 = a0 + (size_t)M->n * go_ip_size(M->ydt);
+    for (int w = m + 1; w < k; w++) {
+        const uintptr_t b0 = (uintptr_t)p->ins[w].y, b1 = b0 + (size_t)p->ins[w].n * go_ip_size(p->ins[w].ydt);
+        if (!(b1 <= a0 || a1 <= b0)) return;
+    }
+    if (q->slot[m] < 0) {
+        if ((size_t)(q->slots + 1) * (size_t)most * sizeof(long long) > GO_IP_SMEM) return;
+        q->slot[m] = (signed char)q->slots++;
+    }
+    q->src[k][j] = q->slot[m];
+}
+
+/* Where each operand comes from: an earlier output's shared copy
+ * (go_ip_slot); else, for a one-element instruction (offset 0), read
+ * before the first instruction (pre) where no instruction before k writes
+ * any of its bytes; else at its address when the instruction runs. */
 static void go_ip_plan(go_iprog_k *q, int most)
 {
     const gops_iprog *p = &q->p;
@@ -438,32 +486,20 @@ static void go_ip_plan(go_iprog_k *q, int most)
     q->slots = 0;
     memset(q->src, -1, sizeof q->src);
     memset(q->slot, -1, sizeof q->slot);
+    memset(q->pre, 0, sizeof q->pre);
     for (int k = 0; k < p->n; k++) {
         const gops_iprog_ins *I = &p->ins[k];
         for (int j = 0; j < 3; j++) {
             if (!I->a[j]) continue;
-            int m = k - 1;
-            while (m >= 0 && p->ins[m].y != I->a[j]) m--;
-            if (m < 0 || p->ins[m].ydt != I->adt[j]) continue;
-            const gops_iprog_ins *M = &p->ins[m];
-            long long hi = 0;
+            go_ip_slot(q, k, j, most);
+            if (q->src[k][j] >= 0 || I->n != 1) continue;
+            const uintptr_t a0 = (uintptr_t)I->a[j], a1 = a0 + go_ip_size(I->adt[j]);
             bool ok = true;
-            for (int d = 0; d < I->rank; d++) {
-                if (I->st[j][d] < 0) ok = false;
-                hi += (long long)(I->dims[d] - 1) * I->st[j][d];
-            }
-            if (!ok || hi >= M->n) continue;
-            const uintptr_t a0 = (uintptr_t)M->y, a1 = a0 + (size_t)M->n * go_ip_size(M->ydt);
-            for (int w = m + 1; w < k && ok; w++) {
-                const uintptr_t b0 = (uintptr_t)p->ins[w].y, b1 = b0 + (size_t)p->ins[w].n * go_ip_size(p->ins[w].ydt);
+            for (int m = 0; m < k && ok; m++) {
+                const uintptr_t b0 = (uintptr_t)p->ins[m].y, b1 = b0 + (size_t)p->ins[m].n * go_ip_size(p->ins[m].ydt);
                 ok = b1 <= a0 || a1 <= b0;
             }
-            if (!ok) continue;
-            if (q->slot[m] < 0) {
-                if ((size_t)(q->slots + 1) * (size_t)most * sizeof(long long) > GO_IP_SMEM) continue;
-                q->slot[m] = (signed char)q->slots++;
-            }
-            q->src[k][j] = q->slot[m];
+            q->pre[k][j] = ok;
         }
     }
 }

@@ -1975,7 +1975,8 @@ template <typename T> static void test_int_ops(int dt)
 /* gops_int_prog against the ops' own kernels (each checked above against
  * the host), output by output and byte for byte, every output poisoned:
  * Gemma's token routing over ids [1, S] (S up to GOPS_IPROG_N), then
- * strided operands, scans along an inner and an outer axis of [2, 5, 3]. */
+ * strided operands, scans along an inner and an outer axis of [2, 5, 3],
+ * and one-element instructions (the operands read ahead or not). */
 static gops_iprog_ins ip_ins(int kind, int op, int ydt, int rank, const int *dims, void *y)
 {
     gops_iprog_ins I;
@@ -2147,6 +2148,59 @@ template <typename T> static void test_int_prog(int dt)
             for (size_t i = 0; i < nb + 8; i++) bad += a[i] != b[i], badk += c[i] != b[i];
             int_row("int program", fmt("[2,5,3]: %s", what[j]), dt, nb, bad);
             int_row("int program, kept", fmt("[2,5,3]: %s", what[j]), dt, nb, badk);
+        }
+    }
+    /* one-element instructions (a decode step's): an operand inside an earlier output that is not its start
+     * (not read ahead: written by the program), an input read ahead that a later instruction overwrites */
+    {
+        auto iv = int_rnd<T>(2, g);
+        std::vector<T> seven = {(T)7}, three = {(T)3};
+        void *d7 = int_up(seven), *d3 = int_up(three);
+        void *ip = int_up(iv), *iq = int_up(iv), *ik = int_up(iv); /* the input, one copy a run */
+        void *p[2], *k[2], *q[2];
+        for (int j = 0; j < 2; j++)
+            p[j] = poisoned_bytes(2 * sizeof(T)), k[j] = poisoned_bytes(2 * sizeof(T)), q[j] = poisoned_bytes(2 * sizeof(T));
+        const int d2[1] = {2}, d1[1] = {1};
+        const int64_t s1[1] = {1};
+        gops_iprog pr;
+        memset(&pr, 0, sizeof pr);
+        gops_iprog_ins *I = pr.ins;
+        I[0] = ip_ins(GOPS_IP_BIN, GOPS_I_ADD, dt, 1, d2, p[0]); /* x + 7, [2] */
+        ip_arg(I[0], 0, ip, dt, s1), ip_arg(I[0], 1, NULL, dt, NULL, 7);
+        I[1] = ip_ins(GOPS_IP_BIN, GOPS_I_SUB, dt, 1, d1, p[1]); /* that result's element 1 - x[0] */
+        ip_arg(I[1], 0, (char *)p[0] + sizeof(T), dt, s1), ip_arg(I[1], 1, ip, dt, s1);
+        I[2] = ip_ins(GOPS_IP_BIN, GOPS_I_MUL, dt, 1, d1, ip); /* x[0] = that * 3 */
+        ip_arg(I[2], 0, p[1], dt, s1), ip_arg(I[2], 1, NULL, dt, NULL, 3);
+        pr.n = 3;
+        CK(gops_int_prog(&pr, NULL, &E));
+        { /* kept: outputs and the element-1 operand moved to q, the input to its own copy */
+            gops_iprog p2 = pr;
+            p2.ins[0].y = q[0], p2.ins[0].a[0] = iq;
+            p2.ins[1].y = q[1], p2.ins[1].a[0] = (char *)q[0] + sizeof(T), p2.ins[1].a[1] = iq;
+            p2.ins[2].y = iq, p2.ins[2].a[0] = q[1];
+            gops_iprog_dev kd = {};
+            CK(gops_int_prog_keep(&p2, &kd, NULL, &E));
+            CK(gops_int_prog_run(&kd, NULL, &E));
+            CUCK(cudaDeviceSynchronize());
+            gops_int_prog_free(&kd);
+        }
+        gops_shape a2 = {}, a1 = {};
+        a2.rank = a1.rank = 1;
+        a2.dims[0] = 2, a1.dims[0] = 1;
+        a2.st[0][0] = a1.st[0][0] = 1, a1.st[1][0] = 1; /* a2: b the scalar; a1: two one-element operands */
+        CK(gops_int_binary(GOPS_I_ADD, dt, &a2, ik, d7, k[0], NULL, &E));
+        CK(gops_int_binary(GOPS_I_SUB, dt, &a1, (char *)k[0] + sizeof(T), ik, k[1], NULL, &E));
+        CK(gops_int_binary(GOPS_I_MUL, dt, &a1, k[1], d3, ik, NULL, &E));
+        void *const outs[3][3] = {{p[0], q[0], k[0]}, {p[1], q[1], k[1]}, {ip, iq, ik}};
+        const char *what[3] = {"x + 7 [2]", "its element 1 - x[0], read at its address", "x[0] overwritten after"};
+        for (int j = 0; j < 3; j++) {
+            const size_t nb = (j == 1 ? 1 : 2) * sizeof(T);
+            auto a = int_down<uint8_t>(outs[j][0], nb), c = int_down<uint8_t>(outs[j][1], nb),
+                 b = int_down<uint8_t>(outs[j][2], nb);
+            size_t bad = 0, badk = 0;
+            for (size_t i = 0; i < nb; i++) bad += a[i] != b[i], badk += c[i] != b[i];
+            int_row("int program", fmt("one element: %s", what[j]), dt, nb, bad);
+            int_row("int program, kept", fmt("one element: %s", what[j]), dt, nb, badk);
         }
     }
     release_all();
