@@ -33,7 +33,8 @@
 #   with the ab/ that `AB_FROM=DIR ... prepare` put in this pack (graft and libgraft_cuda.so only: two
 #   packs and .whl overflow the carry), E2B decode and the kernel lab's fused-GEMV table (test_kernels
 #   --epi, where that build has one) of that build against this one, alternately (only runs within one
-#   call compare: machines differ by 10-20%).
+#   call compare: machines differ by 10-20%); that build's E2B decode on the export its own graft
+#   composes (AB_SAME_EXPORT=1: on this build's export).
 # DEADLINE_S (default 570): no step starts that cannot finish before it. NSYS_ENV="A=1 B=2": the
 # settings of the nsys step's traced runs.
 # E2B_DIMS=small: the E2B pipeline at the tiny fixture's size (seconds to generate: the kernel
@@ -258,10 +259,15 @@ if has abpack && { [ -n "${AB_PACK:-}" ] || [ -d .devcarry-rt/ab ]; } && [ -f /t
     if [ -d .devcarry-rt/ab ]; then B=$PWD/.devcarry-rt/ab
     else rm -rf $B && mkdir -p $B && tar xJf "$AB_PACK/pack.tar.xz" -C $B; fi
     step "A/B: $(head -1 $B/COMMIT) (before) against $(head -1 .devcarry-rt/COMMIT) (after)"
+    # the before build runs the export its own graft composes (AB_SAME_EXPORT=1: the after build's)
+    EXB=/tmp/e2b/export
+    if [ -z "${AB_SAME_EXPORT:-}" ] && [ -d /tmp/e2b/pipeline ] && LD_LIBRARY_PATH=$B/lib timeout 180 $B/graft compose \
+        /tmp/e2b/pipeline -o /tmp/e2b/export-ab -q --force; then EXB=/tmp/e2b/export-ab; fi
+    echo "before: $EXB; after: /tmp/e2b/export"
     for i in 1 2 3; do
         for p in $B $PWD/.devcarry-rt; do
             [ "$(left)" -gt 30 ] || break 2
-            echo "$([ $p = $B ] && echo before || echo after): $(env LD_LIBRARY_PATH=$p/lib $p/graft bench /tmp/e2b/export \
+            echo "$([ $p = $B ] && echo before || echo after): $(env LD_LIBRARY_PATH=$p/lib $p/graft bench $([ $p = $B ] && echo $EXB || echo /tmp/e2b/export) \
                 --device cuda --prompt-tokens 128 --new-tokens 64 2>&1 | grep -oE 'decode 64 tokens: [0-9.]+ tok/s|a replayed step: .*' |
                 tr '\n' ' ')"
         done

@@ -239,7 +239,13 @@ static graft_status fuse(job *j, cp_section *es, cp_section *ds, graft_error *er
     ids_vi.name = ids_vi_name;
     /* dims' params borrowed from the embedding model stay valid until it is freed */
     const char *keep[1] = {ids};
+    const size_t n_dec = graft_graph_node_count(dg);
     if ((rc = graft_graph_absorb(dg, j->emb, j->prefix, keep, 1, err)) != GRAFT_OK) goto out;
+    /* the embedding's nodes first, so that the stable sort below keeps them
+     * ahead of the decoder's: a runtime that runs nodes in file order makes
+     * every embedding output (Gemma's per-layer inputs too) before the first
+     * layer, not where a layer first reads it */
+    graft_graph_move_nodes_front(dg, n_dec);
     for (size_t w = 0; w < nw; w++) {
         char *src = cp_concat(j->prefix, wire_e[w]);
         if (!src) {

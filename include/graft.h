@@ -299,6 +299,9 @@ graft_status graft_graph_rename_output(graft_graph *g, const char *old_name, con
                                        graft_error *err);
 /* Moves graph input `name` to position `index` (clamped); 0 if absent. */
 int graft_graph_move_input(graft_graph *g, const char *name, size_t index);
+/* Moves nodes [from, end) ahead of the others, each run keeping its order
+ * (a no-op for from 0 or past the end). */
+void graft_graph_move_nodes_front(graft_graph *g, size_t from);
 
 /* Moves the main graph of `src` into g's model: every node, initializer,
  * sparse initializer and value_info, and the model-local functions. Every

@@ -111,6 +111,21 @@ int graft_graph_move_input(graft_graph *g, const char *name, size_t index)
     return 0;
 }
 
+void graft_graph_move_nodes_front(graft_graph *g, size_t from)
+{
+    size_t n = g->p->n_node;
+    if (from == 0 || from >= n) return;
+    /* three reversals rotate [0, from) [from, n) to [from, n) [0, from) in place */
+    Onnx__NodeProto **a = g->p->node;
+    size_t spans[3][2] = {{0, from}, {from, n}, {0, n}};
+    for (int s = 0; s < 3; s++)
+        for (size_t i = spans[s][0], j = spans[s][1]; i + 1 < j; i++, j--) {
+            Onnx__NodeProto *t = a[i];
+            a[i] = a[j - 1];
+            a[j - 1] = t;
+        }
+}
+
 int graft_graph_remove_output(graft_graph *g, const char *name)
 {
     return vi_remove(g->p->output, &g->p->n_output, name);

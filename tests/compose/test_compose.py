@@ -156,6 +156,15 @@ def test_pipeline(graft: str, pipe: str, work: str) -> None:
             from_mm.append(x)
     check(not stray, f"{name}: every node, initializer and input comes from the decoder or embedding "
           f"graph ({stray[:3]})")
+    if emb_names:  # the embedding's nodes first: a runtime in file order makes its outputs before any layer
+        kinds = []
+        for n in em.graph.node:
+            pfx, _, rest = n.name.partition("/")
+            kinds.append("e" if pfx.startswith("embedding") and rest in emb_names else "d")
+        last_e = max((i for i, k in enumerate(kinds) if k == "e"), default=-1)
+        first_d = min((i for i, k in enumerate(kinds) if k == "d"), default=len(kinds))
+        check(last_e < first_d, f"{name}: the embedding graph's {kinds.count('e')} nodes precede the decoder's "
+              f"(last at {last_e}, first decoder node at {first_d})")
     check(not from_mm, f"{name}: nothing from the vision or audio graphs ({from_mm[:3]})")
     mm = set()
     if "embedding" in model:

@@ -220,3 +220,41 @@ Test(onnx_ir, absorb_moves_graph_with_prefix_and_weights)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
 }
+
+Test(onnx_ir, move_nodes_front_keeps_each_run_in_order)
+{
+    graft_model *a = load_demo(), *b = load_demo();
+    graft_graph *ga = graft_model_graph(a);
+    graft_error err = {0};
+    const size_t nodes = graft_graph_node_count(ga);
+    const char *keep[GRAFT_MAX_RANK * 4];
+    size_t nk = 0;
+    for (size_t i = 0; i < graft_graph_input_count(graft_model_graph(b)) && nk < sizeof keep / sizeof *keep; i++) {
+        graft_value_info vi;
+        graft_graph_input(graft_model_graph(b), i, &vi);
+        keep[nk++] = vi.name;
+    }
+    graft_node **was = calloc(2 * nodes, sizeof *was);
+    cr_assert_not_null(was);
+    cr_assert_eq(graft_graph_absorb(ga, b, "b_", keep, nk, &err), GRAFT_OK, "%s", err.msg);
+    for (size_t i = 0; i < 2 * nodes; i++) was[i] = graft_graph_node(ga, i);
+    graft_graph_move_nodes_front(ga, 0);         /* no-ops */
+    graft_graph_move_nodes_front(ga, 2 * nodes); /* (the end) */
+    for (size_t i = 0; i < 2 * nodes; i++) cr_assert_eq(graft_graph_node(ga, i), was[i]);
+    graft_graph_move_nodes_front(ga, nodes);
+    for (size_t i = 0; i < nodes; i++) {
+        cr_assert_eq(graft_graph_node(ga, i), was[nodes + i], "node %zu", i);
+        cr_assert_eq(graft_graph_node(ga, nodes + i), was[i], "node %zu", nodes + i);
+        cr_assert_eq(strncmp(graft_node_name(graft_graph_node(ga, i)), "b_", 2), 0, "%s",
+                     graft_node_name(graft_graph_node(ga, i)));
+    }
+    /* both runs read only graph inputs and their own run's outputs: still topological, and the stable sort
+     * leaves the moved run first */
+    cr_assert(is_topological(ga));
+    cr_assert_eq(graft_graph_toposort(ga, &err), GRAFT_OK, "%s", err.msg);
+    for (size_t i = 0; i < 2 * nodes; i++)
+        cr_assert_eq(graft_graph_node(ga, i), was[(i + nodes) % (2 * nodes)], "node %zu after the sort", i);
+    free(was);
+    graft_model_free(b);
+    graft_model_free(a);
+}
