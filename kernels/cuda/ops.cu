@@ -444,6 +444,13 @@ __global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_dev_kernel(const go_
 
 static size_t go_ip_size(int dt) { return dt == GRAFT_DTYPE_INT64 ? 8 : dt == GRAFT_DTYPE_INT32 ? 4 : 1; }
 
+/* Whether instruction W writes any byte of [a0, a1). */
+static bool go_ip_writes(const gops_iprog_ins *W, uintptr_t a0, uintptr_t a1)
+{
+    const uintptr_t b0 = (uintptr_t)W->y, b1 = b0 + (size_t)W->n * go_ip_size(W->ydt);
+    return !(b1 <= a0 || a1 <= b0);
+}
+
 /* Whether operand j of instruction k reads an earlier instruction's output
  * from its shared copy: where a[j] is the output y of the last instruction
  * m < k that wrote there, read as m's type, at offsets inside m's n
@@ -464,10 +471,8 @@ static void go_ip_slot(go_iprog_k *q, int k, int j, int most)
     }
     if (hi >= M->n) return;
     const uintptr_t a0 = (uintptr_t)M->y, a1 = a0 + (size_t)M->n * go_ip_size(M->ydt);
-    for (int w = m + 1; w < k; w++) {
-        const uintptr_t b0 = (uintptr_t)p->ins[w].y, b1 = b0 + (size_t)p->ins[w].n * go_ip_size(p->ins[w].ydt);
-        if (!(b1 <= a0 || a1 <= b0)) return;
-    }
+    for (int w = m + 1; w < k; w++)
+        if (go_ip_writes(&p->ins[w], a0, a1)) return;
     if (q->slot[m] < 0) {
         if ((size_t)(q->slots + 1) * (size_t)most * sizeof(long long) > GO_IP_SMEM) return;
         q->slot[m] = (signed char)q->slots++;
@@ -495,10 +500,7 @@ static void go_ip_plan(go_iprog_k *q, int most)
             if (q->src[k][j] >= 0 || I->n != 1) continue;
             const uintptr_t a0 = (uintptr_t)I->a[j], a1 = a0 + go_ip_size(I->adt[j]);
             bool ok = true;
-            for (int m = 0; m < k && ok; m++) {
-                const uintptr_t b0 = (uintptr_t)p->ins[m].y, b1 = b0 + (size_t)p->ins[m].n * go_ip_size(p->ins[m].ydt);
-                ok = b1 <= a0 || a1 <= b0;
-            }
+            for (int m = 0; m < k && ok; m++) ok = !go_ip_writes(&p->ins[m], a0, a1);
             q->pre[k][j] = ok;
         }
     }

@@ -1996,6 +1996,14 @@ static size_t ip_bytes(int dt) { return dt == GRAFT_DTYPE_INT64 ? 8 : dt == GRAF
 /* The program again with outputs from[j] moved to to[j] (operands that read
  * them too), kept in device memory and run from there (gops_int_prog_keep,
  * _run): its own outputs, for the same comparison. */
+static void ip_run_kept(const gops_iprog &p)
+{
+    gops_iprog_dev kd = {};
+    CK(gops_int_prog_keep(&p, &kd, NULL, &E));
+    CK(gops_int_prog_run(&kd, NULL, &E));
+    CUCK(cudaDeviceSynchronize()); /* before kd's memory goes */
+    gops_int_prog_free(&kd);
+}
 static void ip_kept(const gops_iprog &pr, void *const *from, void *const *to, int n)
 {
     gops_iprog p2 = pr;
@@ -2005,11 +2013,7 @@ static void ip_kept(const gops_iprog &pr, void *const *from, void *const *to, in
             for (int a = 0; a < 3; a++)
                 if (p2.ins[k].a[a] == from[j]) p2.ins[k].a[a] = to[j];
         }
-    gops_iprog_dev kd = {};
-    CK(gops_int_prog_keep(&p2, &kd, NULL, &E));
-    CK(gops_int_prog_run(&kd, NULL, &E));
-    CUCK(cudaDeviceSynchronize()); /* before kd's memory goes */
-    gops_int_prog_free(&kd);
+    ip_run_kept(p2);
 }
 
 template <typename T> static void test_int_prog(int dt)
@@ -2178,11 +2182,7 @@ template <typename T> static void test_int_prog(int dt)
             p2.ins[0].y = q[0], p2.ins[0].a[0] = iq;
             p2.ins[1].y = q[1], p2.ins[1].a[0] = (char *)q[0] + sizeof(T), p2.ins[1].a[1] = iq;
             p2.ins[2].y = iq, p2.ins[2].a[0] = q[1];
-            gops_iprog_dev kd = {};
-            CK(gops_int_prog_keep(&p2, &kd, NULL, &E));
-            CK(gops_int_prog_run(&kd, NULL, &E));
-            CUCK(cudaDeviceSynchronize());
-            gops_int_prog_free(&kd);
+            ip_run_kept(p2);
         }
         gops_shape a2 = {}, a1 = {};
         a2.rank = a1.rank = 1;

@@ -163,6 +163,18 @@ Test(onnx_ir, dtype_sizes_follow_onnx_packing)
     cr_assert(ovf);
 }
 
+/* g's graph input names into keep (at most cap); returns the count */
+static size_t input_names(graft_graph *g, const char **keep, size_t cap)
+{
+    size_t nk = 0;
+    for (size_t i = 0; i < graft_graph_input_count(g) && nk < cap; i++) {
+        graft_value_info vi;
+        graft_graph_input(g, i, &vi);
+        keep[nk++] = vi.name;
+    }
+    return nk;
+}
+
 Test(onnx_ir, absorb_moves_graph_with_prefix_and_weights)
 {
     graft_model *a = load_demo(), *b = load_demo();
@@ -171,12 +183,7 @@ Test(onnx_ir, absorb_moves_graph_with_prefix_and_weights)
     size_t nodes = graft_graph_node_count(ga), inits = graft_graph_initializer_count(ga);
     /* b reads the same graph inputs as a: keep their names */
     const char *keep[GRAFT_MAX_RANK * 4];
-    size_t nk = 0;
-    for (size_t i = 0; i < graft_graph_input_count(gb) && nk < sizeof keep / sizeof *keep; i++) {
-        graft_value_info vi;
-        graft_graph_input(gb, i, &vi);
-        keep[nk++] = vi.name;
-    }
+    const size_t nk = input_names(gb, keep, sizeof keep / sizeof *keep);
     graft_value_info out0;
     graft_graph_output(gb, 0, &out0);
     char out_name[300];
@@ -228,12 +235,7 @@ Test(onnx_ir, move_nodes_front_keeps_each_run_in_order)
     graft_error err = {0};
     const size_t nodes = graft_graph_node_count(ga);
     const char *keep[GRAFT_MAX_RANK * 4];
-    size_t nk = 0;
-    for (size_t i = 0; i < graft_graph_input_count(graft_model_graph(b)) && nk < sizeof keep / sizeof *keep; i++) {
-        graft_value_info vi;
-        graft_graph_input(graft_model_graph(b), i, &vi);
-        keep[nk++] = vi.name;
-    }
+    const size_t nk = input_names(graft_model_graph(b), keep, sizeof keep / sizeof *keep);
     graft_node **was = calloc(2 * nodes, sizeof *was);
     cr_assert_not_null(was);
     cr_assert_eq(graft_graph_absorb(ga, b, "b_", keep, nk, &err), GRAFT_OK, "%s", err.msg);
