@@ -43,6 +43,7 @@ typedef struct cx_val {
     int an_ok[2];
     int n_readers;   /* nodes reading it (+2 for a graph output), and the last (fusion planning) */
     size_t reader;
+    size_t prod;     /* side.c's scratch: 1 + the node making it (0: none) */
 } cx_val;
 
 /* One layer's K or V cache bound in place by the generator. */
@@ -326,6 +327,16 @@ struct cx_exec {
     unsigned rp_every;      /* GRAFT_CUDA_GRAPH_TIME=N: the events around every Nth launch (default 8; 1: each, 0:
                              * none); a step's stream without them: E2B 422.1 against 421.6 tok/s (H100, session 41) */
     size_t rp_launches;
+    /* side.c: a captured step runs the nodes of side_of on a second stream, forked before node side_f and
+     * joined before node side_j (n_nodes: at the end) */
+    cudaStream_t side, side_main; /* side_main: the stream field's own value, kept while it names side */
+    cudaEvent_t side_ev[2];       /* the fork's, the join's */
+    unsigned char *side_of;       /* per node (NULL: no plan) */
+    size_t side_f, side_j;
+    size_t n_side, n_side_launch, n_side_main; /* nodes on it, their launches, main launches between */
+    int side_state;               /* in this run: 0 not forked, 1 forked, 2 joined */
+    bool side_off;                /* a capture met what the plan does not allow: off for good */
+    const char *side_why;         /* why there is no plan, or why it went off */
 };
 
 #define CX_MAX_B 64
@@ -428,6 +439,17 @@ graft_status cx_pro_gemv(cx_exec *x, cx_node *cn, int dtype, const gops_rows_nor
 /* A fuse 6 skip norm: nothing when the GEMV before it computed it this run, else itself. */
 graft_status cx_skip_follow(cx_exec *x, cx_node *cn, graft_error *err);
 void cx_fuse_free(cx_node *cn);
+/* The members of the chain whose tail is cn (*m set; 0: cn is no tail). */
+int cx_fuse_members(const cx_node *cn, cx_node *const **m);
+/* The side stream's plan (side.c), after the fusion plan; GRAFT_CUDA_SIDE=0: none. */
+void cx_side_plan(cx_exec *x);
+/* In a capture with a plan, before node i: the fork or the join there. */
+graft_status cx_side_at(cx_exec *x, size_t i, graft_error *err);
+/* The join, when forked and not joined (a capture's end, an error). */
+void cx_side_end(cx_exec *x);
+/* A captured step met what the plan does not allow: the capture is abandoned
+ * (transient), the side stream off for good (why kept for the backend's description). */
+void cx_side_fail(cx_exec *x, const char *why);
 /* GRAFT_CUDA_ATTN_PF, _GEMV_PF: the weights node cn (a decode attention, a
  * small GEMV) asks L2 for, up to budget bytes, from where this run's asks
  * have reached (pfplan.c). */

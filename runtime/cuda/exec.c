@@ -451,6 +451,7 @@ graft_status cx_lens(cx_exec *x, int64_t B, int64_t past, int64_t total, graft_e
         CX_CUDA(cudaMallocHost((void **)&x->hlen, 2 * 2 * CX_MAX_B * sizeof(int32_t)), "pinned lengths");
         x->hlen_d = (int32_t *)mapped(x, x->hlen);
     }
+    if (x->stream != x->side_main) cx_side_fail(x, "the lengths went up on the side stream");
     /* the last copy out of this slot has completed (as upload's staging) */
     int32_t *hl = x->hlen + 2 * CX_MAX_B * x->slot;
     for (int64_t b = 0; b < CX_MAX_B; b++) {
@@ -609,6 +610,15 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
         rc = cx_cuda_err(NULL, err, e, "stream");
         goto fail;
     }
+    /* the side stream (side.c): none when it cannot be had, the step then on one stream */
+    x->side_main = x->stream;
+    if (cudaStreamCreateWithFlags(&x->side, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&x->side_ev[0], cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&x->side_ev[1], cudaEventDisableTiming) != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (x->side) cudaStreamDestroy(x->side);
+        x->side = NULL;
+    }
     if ((rc = gops_blas_create(&x->blas, err)) != GRAFT_OK) goto fail;
     {
         gcuda_device_info di; /* sm_count: the green context's under GRAFT_CUDA_SMS */
@@ -759,6 +769,10 @@ static void cx_free(rt_backend *b)
     if (x->amax_d) cudaFree(x->amax_d);
     if (x->amax_h) cudaFreeHost(x->amax_h);
     gops_blas_free(x->blas);
+    for (int e = 0; e < 2; e++)
+        if (x->side_ev[e]) cudaEventDestroy(x->side_ev[e]);
+    if (x->side) cudaStreamDestroy(x->side);
+    free(x->side_of);
     if (x->stream) cudaStreamDestroy(x->stream);
     free(x);
 }
@@ -1151,7 +1165,7 @@ static void prof_graph_collect(cx_exec *x)
     (void)cudaGetLastError();
 }
 
-static graft_status run_nodes(cx_exec *x, graft_error *err)
+static graft_status run_nodes_body(cx_exec *x, graft_error *err)
 {
     graft_status rc;
     for (size_t i = 0; i < x->n_vals; i++) {
@@ -1178,10 +1192,15 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
     }
     double step_t0 = prof ? prof_now(x) : 0.0;
     if ((prof && x->prof == 1) || (gprof && x->pstep[0])) prof_record(x, x->pstep[0]);
+    bool side = x->capturing && x->side_of && !x->side_off;
+    x->side_state = 0;
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *cn = &x->nodes[i];
+        if (side && (rc = cx_side_at(x, i, err)) != GRAFT_OK) return rc;
         if (cn->const_done) continue;
         if (!cn->place) place(x, cn);
+        bool on_side = side && x->side_of[i] && x->side_state == 1;
+        if (on_side) x->stream = x->side;
         x->now = cn;
         double t0 = prof ? prof_now(x) : 0.0;
         bool ev = (prof && x->prof == 1 && cn->place == CX_DEVICE && prof_events(x, cn)) ||
@@ -1242,6 +1261,7 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
             if (gprof) cn->prof_graph = true;
             else cn->prof_rec = true;
         }
+        if (on_side) x->stream = x->side_main;
         if (prof) {
             cn->prof_s += prof_now(x) - t0;
             cn->prof_n++;
@@ -1253,6 +1273,7 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
             for (int j = 0; j < cn->n.n_out; j++) cx_v(cn->n.out[j])->sticky = true;
         }
     }
+    cx_side_end(x); /* the join, where no main node read what the side made */
     /* a present that did not come out in place (its node ran on the host,
      * or took the copying path) is written into its cache now */
     for (size_t i = 0; i < x->n_kv; i++) {
@@ -1293,6 +1314,7 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
         cx_fuse_plan(x);
         graft_status prc = cx_rows_plan(x, err);
         if (prc != GRAFT_OK) return prc;
+        cx_side_plan(x);
         if (x->up_shown >= 0) fputc('\n', stderr); /* the progress bar's line */
     }
     if (gprof && x->pstep[0]) prof_record(x, x->pstep[1]);
@@ -1307,6 +1329,15 @@ static graft_status run_nodes(cx_exec *x, graft_error *err)
         x->prof_steps++;
     }
     return GRAFT_OK;
+}
+
+/* The step's nodes; a capture that forked the side stream joins it on every way out. */
+static graft_status run_nodes(cx_exec *x, graft_error *err)
+{
+    graft_status rc = run_nodes_body(x, err);
+    cx_side_end(x);
+    x->stream = x->side_main;
+    return rc;
 }
 
 /* A decode step as a replay of the last captured graph: host nodes run,
@@ -1436,6 +1467,11 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
     x->capturing = false;
     cudaGraph_t gr = NULL;
     e = cudaStreamEndCapture(x->stream, &gr);
+    if (!x->cap_abort && (rc != GRAFT_OK || e != cudaSuccess) && x->side_state && !x->side_off) {
+        x->side_off = true; /* a capture that forked failed unexplained: again without the side stream */
+        x->side_why = "a capture with it failed";
+        x->cap_abort = 2;
+    }
     if (rc != GRAFT_OK || e != cudaSuccess || x->cap_abort) {
         (void)cudaGetLastError();
         if (gr) cudaGraphDestroy(gr);
@@ -1766,7 +1802,7 @@ static graft_status cx_write(rt_backend *b, void *dst, const void *src, size_t b
 static const char *cx_describe(rt_backend *b)
 {
     cx_exec *x = (cx_exec *)b;
-    char fz[768] = "";
+    char fz[1024] = "";
     if (x->n_chains || x->n_mm_groups)
         snprintf(fz, sizeof fz, "; %zu elementwise nodes fused into %zu kernels, %zu MatMuls into %zu", x->n_fused,
                  x->n_chains, x->n_mm_nodes, x->n_mm_groups);
@@ -1821,6 +1857,14 @@ static const char *cx_describe(rt_backend *b)
         size_t l = strlen(fz);
         snprintf(fz + l, sizeof fz - l, "; %zu MatMul weights (%.2f GB) stored [N, K]", x->n_rows,
                  (double)x->rows_bytes / 1e9);
+    }
+    if (x->side_of || (x->side_why && x->placed)) {
+        size_t l = strlen(fz);
+        if (x->side_of && !x->side_off)
+            snprintf(fz + l, sizeof fz - l, "; a side stream in captured steps: %zu nodes (%zu launches) beside %zu "
+                     "launches, nodes %zu to %zu", x->n_side, x->n_side_launch, x->n_side_main, x->side_f, x->side_j);
+        else
+            snprintf(fz + l, sizeof fz - l, "; no side stream: %s", x->side_why);
     }
     if (!x->graphs) {
         snprintf(x->desc2, sizeof x->desc2, "%s%s; CUDA graphs %s", x->desc, fz,

@@ -647,6 +647,8 @@ bool cx_made(const cx_exec *x, const cx_node *cn)
 graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err)
 {
     if (cx_made(x, cn)) return GRAFT_OK;
+    /* the side stream's plan put this node where its group's first runs */
+    if ((size_t)(cn - x->nodes) >= x->side_f) cx_side_fail(x, "a group's member launched itself after the fork");
     return cn->dop->run(x, cn, err);
 }
 
@@ -1154,6 +1156,13 @@ static void plan_tail_norm(cx_exec *x)
         t->tail_skip = s;
         x->n_tail_skips++;
     }
+}
+
+int cx_fuse_members(const cx_node *cn, cx_node *const **m)
+{
+    if (!cn->fz) return 0;
+    *m = cn->fz->m;
+    return cn->fz->n;
 }
 
 void cx_fuse_free(cx_node *cn)
