@@ -179,7 +179,7 @@ if has verify; then
     # VERIFY_SWITCHES="A B ...": these settings instead (A=1,B=2: two variables)
     for v in ${VERIFY_SWITCHES:-GRAFT_CUDA_ROWS=0 GRAFT_CUDA_FUSE_TAIL=0 GRAFT_CUDA_FUSE_PRO=0 GRAFT_CUDA_PDL=gemv \
         GRAFT_CUDA_FUSE_NORM=0 GRAFT_CUDA_FUSE_ROPE=0 GRAFT_CUDA_FUSE_SKIP=0 GRAFT_CUDA_FUSE_APPEND=0 GRAFT_CUDA_FUSE_ROPE2=0 \
-        GRAFT_CUDA_SLICE_VIEW=0 GRAFT_CUDA_FUSE_CPRO=0 GRAFT_CUDA_FUSE_CPRO=1 GRAFT_CUDA_ROWS_GRID=0 GRAFT_CUDA_L2EF=0}; do
+        GRAFT_CUDA_SLICE_VIEW=0 GRAFT_CUDA_FUSE_CPRO=0 GRAFT_CUDA_FUSE_CPRO=1 GRAFT_CUDA_ROWS_GRID=0 GRAFT_CUDA_L2EF=0 GRAFT_CUDA_SIDE=0}; do
         for f in gemma4-mobius gemma4-mobius-f16 qwen3-mobius llama-builder-int4; do
             echo "$v $f: $(env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib ${v//,/ } timeout 60 .devcarry-rt/graft verify \
                 .devcarry-rt/x/$f --golden tests/fixtures/$f/golden.ort.json --device cuda -q 2>&1 | tail -1 | cut -c1-200)" |
@@ -210,6 +210,7 @@ if has profile && [ -f /tmp/e2b/export/model.onnx ] && [ "$(left)" -gt 100 ]; th
     AB=("GRAFT_CUDA_ROWS=0" "GRAFT_CUDA_FUSE_TAIL=0" "GRAFT_CUDA_FUSE_PRO=0" "GRAFT_CUDA_FUSE=0" "GRAFT_CUDA_PDL=0" "GRAFT_CUDA_PDL=gemv"
         "GRAFT_CUDA_FUSE_NORM=0" "GRAFT_CUDA_FUSE_ROPE=0" "GRAFT_CUDA_FUSE_SKIP=0" "GRAFT_CUDA_FUSE_APPEND=0" "GRAFT_CUDA_FUSE_ROPE2=0"
         "GRAFT_CUDA_SLICE_VIEW=0" "GRAFT_CUDA_FUSE_CPRO=0" "GRAFT_CUDA_FUSE_CPRO=1" "GRAFT_CUDA_ROWS_GRID=0" "GRAFT_CUDA_L2EF=0"
+        "GRAFT_CUDA_SIDE=0"
         "GRAFT_CUDA_FUSE=1 --no-cuda-graph")
     # PROFILE_AB="A;B;...": these settings instead (each "VAR=value [bench options]")
     [ -n "${PROFILE_AB:-}" ] && IFS=';' read -r -a AB <<<"$PROFILE_AB"

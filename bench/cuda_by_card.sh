@@ -11,7 +11,7 @@
 # DEADLINE_S (H200, default 565), DEADLINE_S_H100 (default 300); PROFILE_AB overrides the list below.
 G=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "GPU: $G"
-export PROFILE_OPS=0 VERIFY_SWITCHES="${VERIFY_SWITCHES-GRAFT_CUDA_REPLAY=0 GRAFT_CUDA_ROWS_BAL=1 GRAFT_CUDA_ROWS_HI=1 GRAFT_CUDA_ROWS_HI=0}"
+export PROFILE_OPS=0 VERIFY_SWITCHES="${VERIFY_SWITCHES-GRAFT_CUDA_REPLAY=0 GRAFT_CUDA_SIDE=0 GRAFT_CUDA_ROWS_BAL=1 GRAFT_CUDA_ROWS_HI=1 GRAFT_CUDA_ROWS_HI=0}"
 case "$G" in
 *H200*)
     S="${S_H200:-kernels epi verify profile nsys bench sanitize}"
