@@ -175,6 +175,12 @@ if has verify; then
             echo "rc=$? $(tail -1 "$OUT/pipeline.log" | cut -c1-220)"
         done
     fi
+    echo "--- the side stream's plan (runtime/cuda/side.c) on the Gemma fixtures:"
+    for f in gemma4-mobius gemma4-mobius-f16 gemma4-mobius-cuda-f16; do
+        echo "$f: $(env LD_LIBRARY_PATH=$PWD/.devcarry-rt/lib timeout 60 .devcarry-rt/graft bench .devcarry-rt/x/$f --device cuda \
+            --prompt-tokens 8 --new-tokens 8 2>&1 | grep -oE '(a|no) side stream[^;]*|CUDA graphs: [^;]*, [0-9]+ captures abandoned' |
+            tr '\n' ' ')"
+    done
     echo "--- each default turned off (and each opt-in on), against the goldens:"
     # VERIFY_SWITCHES="A B ...": these settings instead (A=1,B=2: two variables)
     for v in ${VERIFY_SWITCHES:-GRAFT_CUDA_ROWS=0 GRAFT_CUDA_FUSE_TAIL=0 GRAFT_CUDA_FUSE_PRO=0 GRAFT_CUDA_PDL=gemv \

@@ -34,6 +34,6 @@ for l in open(sys.argv[1], errors='replace'):
     if 'tok/s' in l and len(l) > 300:
         m = re.findall(r'[0-9.]+ tok/s|[0-9.]+ us of graph[^;,]*|[0-9.]+% [^;,]*floor[^;,]*', l)
         print(l[:80], '|', ' ; '.join(m))
-    elif re.search(r'checks|rc=|FAIL|===|^\[|GPU|\| |tok/s|summary|passed|failed', l) or (' ok' in l and 'REPLAY' in l):
+    elif re.search(r'checks|rc=|FAIL|===|^\[|GPU|\| |tok/s|summary|passed|failed|side stream', l) or (' ok' in l and 'REPLAY' in l):
         print(l[:260])
 PY
