@@ -64,6 +64,18 @@ TEST_TARGETS += test-pf-plan
 test-pf-plan: $(PF_TEST)
 	$(PF_TEST) --jobs 2
 
+# tests/cuda/test_side_plan: the side stream's plan (side.c) on random steps,
+# host code checked without a GPU (under SANITIZE=1 too).
+SIDE_TEST := $(BUILD)/tests/cuda/test_side_plan
+$(BUILD)/obj/tests/cuda/test_side_plan.o: CFLAGS += $(CUDA_CFLAGS)
+$(SIDE_TEST): $(BUILD)/obj/tests/cuda/test_side_plan.o $(BUILD)/obj/runtime/cuda/side.o
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcriterion
+TEST_TARGETS += test-side-plan
+.PHONY: test-side-plan
+test-side-plan: $(SIDE_TEST)
+	$(SIDE_TEST) --jobs 2
+
 ifneq ($(SANITIZE),1)
 all: $(CUDA_SO)
 $(CUDA_SO): $(CUDA_OBJS)

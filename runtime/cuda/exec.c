@@ -1331,6 +1331,31 @@ static graft_status run_nodes_body(cx_exec *x, graft_error *err)
     return GRAFT_OK;
 }
 
+/* The side stream's fork and join (the plan: side.c). */
+graft_status cx_side_at(cx_exec *x, size_t i, graft_error *err)
+{
+    if (x->side_state == 0 && i == x->side_f) {
+        if (cudaEventRecord(x->side_ev[0], x->side_main) != cudaSuccess ||
+            cudaStreamWaitEvent(x->side, x->side_ev[0], 0) != cudaSuccess)
+            return cx_cuda_err(&x->nodes[i], err, cudaGetLastError(), "side stream fork");
+        x->side_state = 1;
+    }
+    if (x->side_state == 1 && i == x->side_j) cx_side_end(x);
+    return GRAFT_OK;
+}
+
+void cx_side_end(cx_exec *x)
+{
+    if (x->side_state != 1) return;
+    x->stream = x->side_main;
+    if (cudaEventRecord(x->side_ev[1], x->side) != cudaSuccess ||
+        cudaStreamWaitEvent(x->side_main, x->side_ev[1], 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cx_side_fail(x, "the join failed");
+    }
+    x->side_state = 2;
+}
+
 /* The step's nodes; a capture that forked the side stream joins it on every way out. */
 static graft_status run_nodes(cx_exec *x, graft_error *err)
 {

@@ -175,7 +175,7 @@ static bool producers(cx_exec *x, side_plan *p)
 
 /* One try with the fork at position f: the side components and the join
  * (n: the end); false when none is left. */
-static bool try_fork(cx_exec *x, side_plan *p, size_t f, size_t *jout)
+static bool try_fork(side_plan *p, size_t f, size_t *jout)
 {
     size_t n = p->n;
     memset(p->ban, 0, n * sizeof *p->ban);
@@ -348,7 +348,7 @@ void cx_side_plan(cx_exec *x)
     size_t best_f = n, best_score = 0, j;
     for (size_t c = 0; c < n; c++) {
         if ((size_t)find(p.up, (int)c) != c || !p.elig[c]) continue;
-        if (!try_fork(x, &p, p.clo[c], &j)) continue;
+        if (!try_fork(&p, p.clo[c], &j)) continue;
         size_t ls, lm, ns;
         count(x, &p, p.clo[c], j, &ls, &lm, &ns);
         if (!ls || lm < SIDE_MIN_MAIN) {
@@ -358,7 +358,7 @@ void cx_side_plan(cx_exec *x)
         size_t score = ls < lm ? ls : lm;
         if (score > best_score || (score == best_score && p.clo[c] < best_f)) best_score = score, best_f = p.clo[c];
     }
-    if (best_f < n && try_fork(x, &p, best_f, &j) && (x->side_of = calloc(n, 1))) {
+    if (best_f < n && try_fork(&p, best_f, &j) && (x->side_of = calloc(n, 1))) {
         for (size_t i = 0; i < n; i++) x->side_of[i] = p.side[find(p.up, (int)i)];
         x->side_f = best_f;
         x->side_j = j;
@@ -383,30 +383,6 @@ void cx_side_plan(cx_exec *x)
             fprintf(stderr, "graft: side stream: none (%s)\n", x->side_why);
     }
     plan_free(&p);
-}
-
-graft_status cx_side_at(cx_exec *x, size_t i, graft_error *err)
-{
-    if (x->side_state == 0 && i == x->side_f) {
-        if (cudaEventRecord(x->side_ev[0], x->side_main) != cudaSuccess ||
-            cudaStreamWaitEvent(x->side, x->side_ev[0], 0) != cudaSuccess)
-            return cx_cuda_err(&x->nodes[i], err, cudaGetLastError(), "side stream fork");
-        x->side_state = 1;
-    }
-    if (x->side_state == 1 && i == x->side_j) cx_side_end(x);
-    return GRAFT_OK;
-}
-
-void cx_side_end(cx_exec *x)
-{
-    if (x->side_state != 1) return;
-    x->stream = x->side_main;
-    if (cudaEventRecord(x->side_ev[1], x->side) != cudaSuccess ||
-        cudaStreamWaitEvent(x->side_main, x->side_ev[1], 0) != cudaSuccess) {
-        (void)cudaGetLastError();
-        cx_side_fail(x, "the join failed");
-    }
-    x->side_state = 2;
 }
 
 void cx_side_fail(cx_exec *x, const char *why)
