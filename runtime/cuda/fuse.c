@@ -647,8 +647,8 @@ bool cx_made(const cx_exec *x, const cx_node *cn)
 graft_status cx_mm_follow(cx_exec *x, cx_node *cn, graft_error *err)
 {
     if (cx_made(x, cn)) return GRAFT_OK;
-    /* the side stream's plan put this node where its group's first runs */
-    if ((size_t)(cn - x->nodes) >= x->side_f) cx_side_fail(x, "a group's member launched itself after the fork");
+    /* the side stream's plan put this node where its group's first runs: after the fork, the capture is dropped */
+    cx_side_fail(x, "a group's member launched itself after the fork");
     return cn->dop->run(x, cn, err);
 }
 

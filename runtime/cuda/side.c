@@ -339,7 +339,7 @@ void cx_side_plan(cx_exec *x)
     for (size_t c = 0; c < n; c++) p.clo[c] = n;
     for (size_t i = 0; i < n; i++) {
         size_t c = (size_t)find(p.up, (int)i);
-        if (!node_elig(x, &x->nodes[i]) || p.asap[i] + p.tail[i] >= p.len) p.elig[c] = false;
+        if (p.asap[i] + p.tail[i] >= p.len) p.elig[c] = false; /* node_elig: ANDed into the root by add_ex */
         if (p.lo[i] < p.clo[c]) p.clo[c] = p.lo[i];
         if (p.hi[i] > p.chi[c]) p.chi[c] = p.hi[i];
     }

@@ -221,7 +221,8 @@ static int exec_pos(const step *s, int i, unsigned *seed, int depth)
     if (cn->attn_by) opts[k++] = idx(s, cn->attn_by);
     int pick = opts[rnd(seed) % (unsigned)k];
     if (pick < 0) {
-        if (cn->mm == 2 && s->x.side_of && (size_t)i >= s->x.side_f) return -1; /* cx_mm_follow refuses it */
+        if (cn->mm == 2 && s->x.side_of && (size_t)i >= s->x.side_f && (size_t)i < s->x.side_j)
+            return -1; /* cx_mm_follow refuses it while forked */
         return i;
     }
     return exec_pos(s, pick, seed, depth + 1);
