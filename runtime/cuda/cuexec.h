@@ -197,6 +197,8 @@ struct cx_node {
     gops_fuse *attn_g;
 };
 
+#define CX_SIDE_REG 8 /* side stream regions a step may have (side.c) */
+
 struct cx_exec {
     graft_model *m;
     graft_graph *g;
@@ -327,14 +329,18 @@ struct cx_exec {
     unsigned rp_every;      /* GRAFT_CUDA_GRAPH_TIME=N: the events around every Nth launch (default 8; 1: each, 0:
                              * none); a step's stream without them: E2B 422.1 against 421.6 tok/s (H100, session 41) */
     size_t rp_launches;
-    /* side.c: a captured step runs the nodes of side_of on a second stream, forked before node side_f and
-     * joined before node side_j (n_nodes: at the end) */
-    cudaStream_t side, side_main; /* side_main: the stream field's own value, kept while it names side */
-    cudaEvent_t side_ev[2];       /* the fork's, the join's */
-    unsigned char *side_of;       /* per node (NULL: no plan) */
-    size_t side_f, side_j;
-    size_t n_side, n_side_launch, n_side_main; /* nodes on it, their launches, main launches between */
-    int side_state;               /* in this run: 0 not forked, 1 forked, 2 joined */
+    /* side.c: a captured step runs the nodes of region r (side_of[i] == r + 1) on a second stream, forked
+     * before node side_f[r] and joined before node side_j[r] (n_nodes: at the end); regions in node order,
+     * each joined before the next forks */
+    cudaStream_t side, side_main;     /* side_main: the stream field's own value, kept while it names side */
+    cudaEvent_t side_ev[CX_SIDE_REG][2]; /* a region's fork's, its join's */
+    unsigned char *side_of;           /* per node: 0 the main stream, else 1 + its region (NULL: no plan) */
+    size_t side_f[CX_SIDE_REG], side_j[CX_SIDE_REG];
+    int n_side_reg;
+    size_t n_side, n_side_launch, n_side_main; /* over the regions: nodes on it, their launches, main launches
+                                                * between forks and joins */
+    int side_state;               /* in this run: 0 not forked yet, 1 forked (region side_r), 2 joined (side_r next) */
+    int side_r;
     bool side_off;                /* a capture met what the plan does not allow: off for good */
     const char *side_why;         /* why there is no plan, or why it went off */
 };

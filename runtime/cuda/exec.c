@@ -612,9 +612,11 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     }
     /* the side stream (side.c): none when it cannot be had, the step then on one stream */
     x->side_main = x->stream;
-    if (cudaStreamCreateWithFlags(&x->side, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaEventCreateWithFlags(&x->side_ev[0], cudaEventDisableTiming) != cudaSuccess ||
-        cudaEventCreateWithFlags(&x->side_ev[1], cudaEventDisableTiming) != cudaSuccess) {
+    bool side_ok = cudaStreamCreateWithFlags(&x->side, cudaStreamNonBlocking) == cudaSuccess;
+    for (int r = 0; r < CX_SIDE_REG && side_ok; r++)
+        for (int k = 0; k < 2 && side_ok; k++)
+            side_ok = cudaEventCreateWithFlags(&x->side_ev[r][k], cudaEventDisableTiming) == cudaSuccess;
+    if (!side_ok) {
         (void)cudaGetLastError();
         if (x->side) cudaStreamDestroy(x->side);
         x->side = NULL;
@@ -769,8 +771,9 @@ static void cx_free(rt_backend *b)
     if (x->amax_d) cudaFree(x->amax_d);
     if (x->amax_h) cudaFreeHost(x->amax_h);
     gops_blas_free(x->blas);
-    for (int e = 0; e < 2; e++)
-        if (x->side_ev[e]) cudaEventDestroy(x->side_ev[e]);
+    for (int r = 0; r < CX_SIDE_REG; r++)
+        for (int k = 0; k < 2; k++)
+            if (x->side_ev[r][k]) cudaEventDestroy(x->side_ev[r][k]);
     if (x->side) cudaStreamDestroy(x->side);
     free(x->side_of);
     if (x->stream) cudaStreamDestroy(x->stream);
@@ -1193,13 +1196,13 @@ static graft_status run_nodes_body(cx_exec *x, graft_error *err)
     double step_t0 = prof ? prof_now(x) : 0.0;
     if ((prof && x->prof == 1) || (gprof && x->pstep[0])) prof_record(x, x->pstep[0]);
     bool side = x->capturing && x->side_of && !x->side_off;
-    x->side_state = 0;
+    x->side_state = x->side_r = 0;
     for (size_t i = 0; i < x->n_nodes; i++) {
         cx_node *cn = &x->nodes[i];
         if (side && (rc = cx_side_at(x, i, err)) != GRAFT_OK) return rc;
         if (cn->const_done) continue;
         if (!cn->place) place(x, cn);
-        bool on_side = side && x->side_of[i] && x->side_state == 1;
+        bool on_side = side && x->side_state == 1 && x->side_of[i] == x->side_r + 1;
         if (on_side) x->stream = x->side;
         x->now = cn;
         double t0 = prof ? prof_now(x) : 0.0;
@@ -1331,16 +1334,16 @@ static graft_status run_nodes_body(cx_exec *x, graft_error *err)
     return GRAFT_OK;
 }
 
-/* The side stream's fork and join (the plan: side.c). */
+/* The side stream's fork and join (the plan: side.c): a region's join before the next region's fork. */
 graft_status cx_side_at(cx_exec *x, size_t i, graft_error *err)
 {
-    if (x->side_state == 0 && i == x->side_f) {
-        if (cudaEventRecord(x->side_ev[0], x->side_main) != cudaSuccess ||
-            cudaStreamWaitEvent(x->side, x->side_ev[0], 0) != cudaSuccess)
+    if (x->side_state == 1 && i == x->side_j[x->side_r]) cx_side_end(x);
+    if (x->side_state != 1 && x->side_r < x->n_side_reg && i == x->side_f[x->side_r]) {
+        if (cudaEventRecord(x->side_ev[x->side_r][0], x->side_main) != cudaSuccess ||
+            cudaStreamWaitEvent(x->side, x->side_ev[x->side_r][0], 0) != cudaSuccess)
             return cx_cuda_err(&x->nodes[i], err, cudaGetLastError(), "side stream fork");
         x->side_state = 1;
     }
-    if (x->side_state == 1 && i == x->side_j) cx_side_end(x);
     return GRAFT_OK;
 }
 
@@ -1348,12 +1351,13 @@ void cx_side_end(cx_exec *x)
 {
     if (x->side_state != 1) return;
     x->stream = x->side_main;
-    if (cudaEventRecord(x->side_ev[1], x->side) != cudaSuccess ||
-        cudaStreamWaitEvent(x->side_main, x->side_ev[1], 0) != cudaSuccess) {
+    if (cudaEventRecord(x->side_ev[x->side_r][1], x->side) != cudaSuccess ||
+        cudaStreamWaitEvent(x->side_main, x->side_ev[x->side_r][1], 0) != cudaSuccess) {
         (void)cudaGetLastError();
         cx_side_fail(x, "the join failed");
     }
     x->side_state = 2;
+    x->side_r++;
 }
 
 /* The step's nodes; a capture that forked the side stream joins it on every way out. */
@@ -1885,10 +1889,14 @@ static const char *cx_describe(rt_backend *b)
     }
     if (x->side_of || (x->side_why && x->placed)) {
         size_t l = strlen(fz);
-        if (x->side_of && !x->side_off)
+        if (x->side_of && !x->side_off) {
             snprintf(fz + l, sizeof fz - l, "; a side stream in captured steps: %zu nodes (%zu launches) beside %zu "
-                     "launches, nodes %zu to %zu", x->n_side, x->n_side_launch, x->n_side_main, x->side_f, x->side_j);
-        else
+                     "launches, nodes", x->n_side, x->n_side_launch, x->n_side_main);
+            for (int r = 0; r < x->n_side_reg; r++) {
+                l = strlen(fz);
+                snprintf(fz + l, sizeof fz - l, "%s %zu to %zu", r ? "," : "", x->side_f[r], x->side_j[r]);
+            }
+        } else
             snprintf(fz + l, sizeof fz - l, "; no side stream: %s", x->side_why);
     }
     if (!x->graphs) {

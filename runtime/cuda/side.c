@@ -23,9 +23,13 @@
  * windows end before f; the join comes before the first window of a main
  * node that reads a side value, and side components that would end after
  * it stay on the main stream (then again). The fork kept is the one with
- * the most of min(side launches, main launches between fork and join).
- * A launch group's later member counts at its first's position only: a
- * captured step in which one launches itself after the fork, or in which
+ * the most of min(side launches, main launches between fork and join);
+ * then again, while one pays, for more regions (up to CX_SIDE_REG): forks
+ * outside the regions taken, joined by the next region's fork at the
+ * latest, the components taken counting as main nodes (E2B's second: the
+ * image-token gather beside the ids' integer program). A launch group's
+ * later member counts at its first's position only: a captured step in
+ * which one launches itself inside a region, or in which
  * the lengths go up on the side, is abandoned and the side stream turned
  * off (cx_side_fail); so is a capture with it that fails unexplained. */
 #include <stdio.h>
@@ -174,8 +178,9 @@ static bool producers(cx_exec *x, side_plan *p)
 }
 
 /* One try with the fork at position f: the side components and the join
- * (n: the end); false when none is left. */
-static bool try_fork(side_plan *p, size_t f, size_t *jout)
+ * (at most lim, the next region's fork or n, the end); false when none is
+ * left. */
+static bool try_fork(side_plan *p, size_t f, size_t lim, size_t *jout)
 {
     size_t n = p->n;
     memset(p->ban, 0, n * sizeof *p->ban);
@@ -201,7 +206,7 @@ static bool try_fork(side_plan *p, size_t f, size_t *jout)
             }
         }
         if (!any) return false;
-        size_t jn = n;
+        size_t jn = lim;
         for (size_t d = 0; d < n; d++) {
             if (p->side[find(p->up, (int)d)]) continue;
             for (size_t s = p->in_off[d]; s < p->in_off[d + 1]; s++)
@@ -256,6 +261,7 @@ void cx_side_plan(cx_exec *x)
     free(x->side_of);
     x->side_of = NULL;
     x->n_side = x->n_side_launch = x->n_side_main = 0;
+    x->n_side_reg = 0;
     if (e && !strcmp(e, "0")) {
         x->side_why = "GRAFT_CUDA_SIDE=0";
         return;
@@ -343,43 +349,87 @@ void cx_side_plan(cx_exec *x)
         if (p.lo[i] < p.clo[c]) p.clo[c] = p.lo[i];
         if (p.hi[i] > p.chi[c]) p.chi[c] = p.hi[i];
     }
-    /* the fork that overlaps the most: the most of min(side launches, main launches between) */
+    /* regions one by one, greedily: the fork that overlaps the most (the most of min(side launches, main
+     * launches between)) among those outside the regions taken, joined before the next one's fork; a region's
+     * components leave the candidates (for later tries they are main nodes, joined before any later fork) */
     x->side_why = "no node off the longest chain";
-    size_t best_f = n, best_score = 0, j;
-    for (size_t c = 0; c < n; c++) {
-        if ((size_t)find(p.up, (int)c) != c || !p.elig[c]) continue;
-        if (!try_fork(&p, p.clo[c], &j)) continue;
-        size_t ls, lm, ns;
-        count(x, &p, p.clo[c], j, &ls, &lm, &ns);
-        if (!ls || lm < SIDE_MIN_MAIN) {
-            x->side_why = "too few launches beside it";
-            continue;
+    size_t rf[CX_SIDE_REG], rj[CX_SIDE_REG], j;
+    int nr = 0;
+    unsigned char *reg = calloc(n, 1); /* per component root: 1 + its region */
+    if (!reg) x->side_why = "no memory for the plan";
+    while (reg && nr < CX_SIDE_REG) {
+        size_t best_f = n, best_score = 0, best_lim = n;
+        for (size_t c = 0; c < n; c++) {
+            if ((size_t)find(p.up, (int)c) != c || !p.elig[c]) continue;
+            size_t f = p.clo[c], lim = n;
+            bool inside = false;
+            for (int r = 0; r < nr; r++) {
+                if (f >= rf[r] && f < rj[r]) inside = true;
+                if (rf[r] > f && rf[r] < lim) lim = rf[r];
+            }
+            if (inside || !try_fork(&p, f, lim, &j)) continue;
+            size_t ls, lm, ns;
+            count(x, &p, f, j, &ls, &lm, &ns);
+            if (!ls || lm < SIDE_MIN_MAIN) {
+                if (!nr) x->side_why = "too few launches beside it";
+                continue;
+            }
+            size_t score = ls < lm ? ls : lm;
+            if (score > best_score || (score == best_score && f < best_f)) best_score = score, best_f = f, best_lim = lim;
         }
-        size_t score = ls < lm ? ls : lm;
-        if (score > best_score || (score == best_score && p.clo[c] < best_f)) best_score = score, best_f = p.clo[c];
+        if (best_f == n || !try_fork(&p, best_f, best_lim, &j)) break;
+        for (size_t c = 0; c < n; c++)
+            if (p.side[c]) reg[c] = (unsigned char)(nr + 1), p.elig[c] = false;
+        rf[nr] = best_f;
+        rj[nr] = j;
+        nr++;
     }
-    if (best_f < n && try_fork(&p, best_f, &j) && (x->side_of = calloc(n, 1))) {
-        for (size_t i = 0; i < n; i++) x->side_of[i] = p.side[find(p.up, (int)i)];
-        x->side_f = best_f;
-        x->side_j = j;
-        count(x, &p, best_f, j, &x->n_side_launch, &x->n_side_main, &x->n_side);
+    if (nr && (x->side_of = calloc(n, 1))) {
+        /* the regions in node order */
+        int ord[CX_SIDE_REG], at[CX_SIDE_REG];
+        for (int r = 0; r < nr; r++) ord[r] = r;
+        for (int r = 1; r < nr; r++)
+            for (int k = r; k > 0 && rf[ord[k]] < rf[ord[k - 1]]; k--) {
+                int t = ord[k];
+                ord[k] = ord[k - 1];
+                ord[k - 1] = t;
+            }
+        for (int r = 0; r < nr; r++) {
+            at[ord[r]] = r;
+            x->side_f[r] = rf[ord[r]];
+            x->side_j[r] = rj[ord[r]];
+        }
+        x->n_side_reg = nr;
+        for (size_t i = 0; i < n; i++) {
+            unsigned char g = reg[find(p.up, (int)i)];
+            x->side_of[i] = g ? (unsigned char)(at[g - 1] + 1) : 0;
+            if (!g) continue;
+            if (!x->nodes[i].const_done) x->n_side++;
+            x->n_side_launch += (size_t)p.w[i];
+        }
+        for (int r = 0; r < nr; r++)
+            for (size_t i = x->side_f[r]; i < x->side_j[r]; i++)
+                if (!x->side_of[i]) x->n_side_main += (size_t)p.w[i];
         x->side_why = NULL;
     }
+    free(reg);
     if (e && !strcmp(e, "show")) {
         fprintf(stderr, "graft: side stream: %zu nodes, the longest chain %ld launches\n", n, p.len);
         for (size_t i = 0; i < n; i++)
             if (p.asap[i] + p.tail[i] < p.len && !x->nodes[i].const_done)
                 fprintf(stderr, "graft: side stream: off the longest chain by %ld: node %zu %s %s (runs at %zu-%zu, "
-                        "%d launch%s, component %d%s%s)\n", p.len - p.asap[i] - p.tail[i], i,
+                        "%d launch%s, component %d%s)\n", p.len - p.asap[i] - p.tail[i], i,
                         rt_node_op(&x->nodes[i].n), graft_node_name(x->nodes[i].n.src), p.lo[i], p.hi[i], p.w[i],
-                        p.w[i] == 1 ? "" : "es", find(p.up, (int)i), p.elig[find(p.up, (int)i)] ? "" : ", ineligible",
-                        x->side_of && x->side_of[i] ? ", on the side" : "");
-        if (x->side_of)
-            fprintf(stderr, "graft: side stream: fork before node %zu (%s), join before node %zu (%s); %zu launches "
-                    "beside %zu\n", x->side_f, graft_node_name(x->nodes[x->side_f].n.src), x->side_j,
-                    x->side_j < n ? graft_node_name(x->nodes[x->side_j].n.src) : "the end", x->n_side_launch,
-                    x->n_side_main);
-        else
+                        p.w[i] == 1 ? "" : "es", find(p.up, (int)i),
+                        x->side_of && x->side_of[i] ? ", on the side" : p.elig[find(p.up, (int)i)] ? "" : ", ineligible");
+        for (int r = 0; x->side_of && r < x->n_side_reg; r++) {
+            size_t ls = 0, lm = 0;
+            for (size_t i = x->side_f[r]; i < x->side_j[r]; i++) *(x->side_of[i] == r + 1 ? &ls : &lm) += (size_t)p.w[i];
+            fprintf(stderr, "graft: side stream: region %d: fork before node %zu (%s), join before node %zu (%s); %zu "
+                    "launches beside %zu\n", r, x->side_f[r], graft_node_name(x->nodes[x->side_f[r]].n.src),
+                    x->side_j[r], x->side_j[r] < n ? graft_node_name(x->nodes[x->side_j[r]].n.src) : "the end", ls, lm);
+        }
+        if (!x->side_of)
             fprintf(stderr, "graft: side stream: none (%s)\n", x->side_why);
     }
     plan_free(&p);

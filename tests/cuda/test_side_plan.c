@@ -9,13 +9,15 @@
  * launch group's later member at its first, or itself, which the runtime
  * refuses after the fork). For every choice of executors tried, a value
  * must be written before it is read in one stream's order, and across the
- * streams only through the fork (main before it, side after) and the join
- * (side before it, main after). Side nodes read no graph input, write no
+ * streams only through a region's fork (main before it, side after) and
+ * its join (side before it, main after); regions are in node order, each
+ * joined before the next forks. Side nodes read no graph input, write no
  * graph output, and are device or view nodes; a node and the node running
  * its work share a stream. A step built like Gemma's head (a branch of
  * launches off the main chain, read late) must get a plan with exactly
  * that branch on the side. Node structures are built by hand; nothing is
- * launched. */
+ * launched. Two such branches read at different points get a region
+ * each. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -221,8 +223,9 @@ static int exec_pos(const step *s, int i, unsigned *seed, int depth)
     if (cn->attn_by) opts[k++] = idx(s, cn->attn_by);
     int pick = opts[rnd(seed) % (unsigned)k];
     if (pick < 0) {
-        if (cn->mm == 2 && s->x.side_of && (size_t)i >= s->x.side_f && (size_t)i < s->x.side_j)
-            return -1; /* cx_mm_follow refuses it while forked */
+        for (int r = 0; cn->mm == 2 && s->x.side_of && r < s->x.n_side_reg; r++)
+            if ((size_t)i >= s->x.side_f[r] && (size_t)i < s->x.side_j[r])
+                return -1; /* cx_mm_follow refuses it while forked */
         return i;
     }
     return exec_pos(s, pick, seed, depth + 1);
@@ -238,7 +241,7 @@ static int check_trial(step *s, unsigned *seed)
         if (pos[i] < 0) return 2;
     }
     const unsigned char *so = s->x.side_of;
-    size_t f = s->x.side_f, jn = s->x.side_j;
+    const size_t *f = s->x.side_f, *jn = s->x.side_j;
     for (int d = 0; d < n; d++)
         for (int j = 0; j < s->nodes[d].n.n_in; j++) {
             const rt_tensor *t = s->nodes[d].n.in[j];
@@ -252,8 +255,10 @@ static int check_trial(step *s, unsigned *seed)
         /* a node's work runs on the stream of the node that runs it, which must be its own */
         cr_assert_eq(so[i], so[pos[i]], "node %d (side %d) runs at node %d (side %d)", i, so[i], pos[i], so[pos[i]]);
         if (!so[i]) continue;
-        cr_assert(pos[i] >= (int)f && pos[i] < (int)jn, "side node %d runs at %d, outside [%zu, %zu)", i, pos[i], f,
-                  jn);
+        int r = so[i] - 1;
+        cr_assert(r < s->x.n_side_reg, "side node %d in region %d of %d", i, r, s->x.n_side_reg);
+        cr_assert(pos[i] >= (int)f[r] && pos[i] < (int)jn[r], "side node %d runs at %d, outside [%zu, %zu)", i, pos[i],
+                  f[r], jn[r]);
         cr_assert(s->nodes[i].place == CX_DEVICE || s->nodes[i].place == CX_VIEW, "side node %d is a host node", i);
         cr_assert(!s->nodes[i].mm, "side node %d is in a launch group", i);
         for (int j = 0; j < s->nodes[i].n.n_in; j++)
@@ -266,11 +271,12 @@ static int check_trial(step *s, unsigned *seed)
             int q = -1;
             for (int k = 0; k < n && q < 0; k++) q = t == &s->out[k].t ? k : -1;
             if (q < 0 || so[q] == so[d]) continue;
-            if (so[d]) /* main to side: made before the fork */
-                cr_assert(pos[q] < (int)f, "side node %d (at %d) reads node %d made at %d, fork at %zu", d, pos[d], q,
-                          pos[q], f);
-            else /* side to main: read after the join */
-                cr_assert(pos[d] >= (int)jn, "main node %d (at %d) reads side node %d, join at %zu", d, pos[d], q, jn);
+            if (so[d]) /* into a region: made before its fork */
+                cr_assert(pos[q] < (int)f[so[d] - 1], "side node %d (at %d) reads node %d made at %d, fork at %zu", d,
+                          pos[d], q, pos[q], f[so[d] - 1]);
+            if (so[q]) /* out of a region: read after its join */
+                cr_assert(pos[d] >= (int)jn[so[q] - 1], "node %d (at %d) reads side node %d, join at %zu", d, pos[d], q,
+                          jn[so[q] - 1]);
         }
     return 0;
 }
@@ -281,15 +287,26 @@ Test(side_plan, random_steps_keep_every_read_after_its_write)
     cr_assert(s);
     cur = s;
     unsigned seed = 12345u;
-    int planned = 0, checked = 0, steps = 3000;
+    int planned = 0, several = 0, checked = 0, steps = 3000;
     for (int g = 0; g < steps; g++) {
         int n = 8 + (int)(rnd(&seed) % (MAXN - 8));
         random_step(s, n, &seed);
         cx_side_plan(&s->x);
         if (s->x.side_of) {
             planned++;
-            cr_assert(s->x.side_f < s->x.side_j && s->x.side_j <= (size_t)n, "fork %zu, join %zu of %d nodes",
-                      s->x.side_f, s->x.side_j, n);
+            several += s->x.n_side_reg > 1;
+            cr_assert(s->x.n_side_reg >= 1 && s->x.n_side_reg <= CX_SIDE_REG);
+            for (int r = 0; r < s->x.n_side_reg; r++) {
+                /* in node order, each joined before the next forks, with launches on both streams */
+                cr_assert(s->x.side_f[r] < s->x.side_j[r] && s->x.side_j[r] <= (size_t)n, "region %d: fork %zu, join "
+                          "%zu of %d nodes", r, s->x.side_f[r], s->x.side_j[r], n);
+                cr_assert(!r || s->x.side_j[r - 1] <= s->x.side_f[r], "region %d forks at %zu, %d joins at %zu", r,
+                          s->x.side_f[r], r - 1, s->x.side_j[r - 1]);
+                size_t ls = 0, lm = 0;
+                for (size_t i = s->x.side_f[r]; i < s->x.side_j[r]; i++)
+                    if (s->nodes[i].place == CX_DEVICE) *(s->x.side_of[i] == r + 1 ? &ls : &lm) += 1;
+                cr_assert(ls > 0 && lm >= 2, "region %d: %zu nodes beside %zu", r, ls, lm);
+            }
             cr_assert(s->x.n_side_launch > 0 && s->x.n_side_main >= 2);
         }
         for (int t = 0; t < 20; t++) checked += check_trial(s, &seed) == 0;
@@ -298,6 +315,7 @@ Test(side_plan, random_steps_keep_every_read_after_its_write)
     }
     /* the test has teeth: plans were made, and consistent trials checked */
     cr_assert_gt(planned, steps / 20, "only %d of %d random steps got a plan", planned, steps);
+    cr_assert_gt(several, steps / 100, "only %d of %d random steps got several regions", several, steps);
     cr_assert_gt(checked, steps * 5, "only %d trials checked", checked);
     free(s);
 }
@@ -332,8 +350,9 @@ Test(side_plan, a_branch_read_late_goes_on_the_side)
     cr_assert(s->x.side_of, "no plan: %s", s->x.side_why ? s->x.side_why : "?");
     for (int i = 0; i < N; i++)
         cr_assert_eq(s->x.side_of[i], i >= B1 && i <= B4, "node %d on the side: %d", i, s->x.side_of[i]);
-    cr_assert_eq(s->x.side_f, (size_t)B1);
-    cr_assert_eq(s->x.side_j, (size_t)G);
+    cr_assert_eq(s->x.n_side_reg, 1);
+    cr_assert_eq(s->x.side_f[0], (size_t)B1);
+    cr_assert_eq(s->x.side_j[0], (size_t)G);
     cr_assert_eq(s->x.n_side_launch, 4);
     cr_assert_eq(s->x.n_side_main, 6);
     /* the branch's gather reading a graph input stays on the main stream; b1 and b2 before it on the side
@@ -343,12 +362,62 @@ Test(side_plan, a_branch_read_late_goes_on_the_side)
     cx_side_plan(&s->x);
     cr_assert(s->x.side_of, "no plan: %s", s->x.side_why ? s->x.side_why : "?");
     for (int i = 0; i < N; i++) cr_assert_eq(s->x.side_of[i], i == B4, "node %d on the side: %d", i, s->x.side_of[i]);
-    cr_assert_eq(s->x.side_f, (size_t)B4);
-    cr_assert_eq(s->x.side_j, (size_t)G);
+    cr_assert_eq(s->x.side_f[0], (size_t)B4);
+    cr_assert_eq(s->x.side_j[0], (size_t)G);
     /* GRAFT_CUDA_SIDE=0: none (each plan frees the one before) */
     setenv("GRAFT_CUDA_SIDE", "0", 1);
     cx_side_plan(&s->x);
     unsetenv("GRAFT_CUDA_SIDE");
     cr_assert(!s->x.side_of);
+    free(s);
+}
+
+/* Two branches off the main chain, read at different points: a (one launch
+ * on e, read by m3, with m1 and m2 beside it) and b1 -> b2 (on m3, read by
+ * the gate g after m4..m6). Each is a region of its own: b's first (the
+ * greater overlap), then a's, joined before m3 and so before b's fork;
+ * the regions come out in node order. */
+Test(side_plan, two_branches_get_two_regions)
+{
+    enum { E, A, M1, M2, M3, B1, B2, M4, M5, M6, G, OUT, N };
+    step *s = malloc(sizeof *s);
+    cr_assert(s);
+    cur = s;
+    step_init(s, N);
+    add_in(s, E, &s->gin[0].t);
+    add_in(s, A, &s->out[E].t);
+    add_in(s, A, &s->init.t);
+    add_in(s, M1, &s->out[E].t);
+    add_in(s, M2, &s->out[M1].t);
+    add_in(s, M3, &s->out[M2].t);
+    add_in(s, M3, &s->out[A].t);
+    add_in(s, B1, &s->out[M3].t);
+    add_in(s, B1, &s->init.t);
+    add_in(s, B2, &s->out[B1].t);
+    add_in(s, M4, &s->out[M3].t);
+    for (int m = M5; m <= M6; m++) add_in(s, m, &s->out[m - 1].t);
+    add_in(s, G, &s->out[M6].t);
+    add_in(s, G, &s->out[B2].t);
+    add_in(s, OUT, &s->out[G].t);
+    cx_side_plan(&s->x);
+    cr_assert(s->x.side_of, "no plan: %s", s->x.side_why ? s->x.side_why : "?");
+    cr_assert_eq(s->x.n_side_reg, 2);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(s->x.side_of[i], i == A ? 1 : i == B1 || i == B2 ? 2 : 0, "node %d on the side: %d", i,
+                     s->x.side_of[i]);
+    cr_assert_eq(s->x.side_f[0], (size_t)A);
+    cr_assert_eq(s->x.side_j[0], (size_t)M3);
+    cr_assert_eq(s->x.side_f[1], (size_t)B1);
+    cr_assert_eq(s->x.side_j[1], (size_t)G);
+    cr_assert_eq(s->x.n_side_launch, 3);
+    cr_assert_eq(s->x.n_side_main, 5);
+    /* a read by m2 too: now on the longest chain (e, a, m2..m6, g, out), it stays on the main stream */
+    add_in(s, M2, &s->out[A].t);
+    cx_side_plan(&s->x);
+    cr_assert(s->x.side_of, "no plan: %s", s->x.side_why ? s->x.side_why : "?");
+    cr_assert_eq(s->x.n_side_reg, 1);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(s->x.side_of[i], i == B1 || i == B2, "node %d on the side: %d", i, s->x.side_of[i]);
+    free(s->x.side_of);
     free(s);
 }
