@@ -324,24 +324,30 @@ struct __align__(16) go_iprog_k {
     signed char src[GOPS_IPROG_MAX][3], slot[GOPS_IPROG_MAX];
     signed char pre[GOPS_IPROG_MAX][3]; /* 1: read before the first instruction (go_ip_plan) */
     int pitch, slots;
+    int one; /* every instruction of one element (a decode step's): one thread runs them (go_ip_run's ONE) */
 };
 
 /* The program p (in the kernel's parameters, or copied to shared memory:
- * q, with its slots in vals). */
-template <bool SLOTS>
+ * q, with its slots in vals). ONE (a kept program of one-element
+ * instructions): thread 0 alone runs them, without the block barriers
+ * between instructions (its own stores are in program order for its later
+ * loads) and without the scan (a CumSum of one element is the element, or
+ * 0 exclusive). */
+template <bool SLOTS, bool ONE = false>
 __device__ __forceinline__ void go_ip_run(const gops_iprog &p, const go_iprog_k *q, long long *vals,
                                           const long long *pv, unsigned long long *scan)
 {
     const int t = threadIdx.x;
+    if (ONE && t) return;
     for (int k = 0; k < p.n; k++) {
         const gops_iprog_ins &I = p.ins[k];
-        const bool act = t < I.n;
+        const bool act = ONE || t < I.n;
         long long v[3] = {0, 0, 0}, r = 0;
         if (act) {
             int off[3] = {0, 0, 0}, i = t;
             /* one element (a decode step's): offset 0, without the divisions, which one warp runs as a long
              * dependent chain (some 0.8 us an instruction over 13 instructions, H100, session 46) */
-            if (I.n > 1)
+            if (!ONE && I.n > 1)
                 for (int d = I.rank - 1; d >= 0; d--) {
                     const int c = i % I.dims[d];
                     i /= I.dims[d];
@@ -369,7 +375,9 @@ __device__ __forceinline__ void go_ip_run(const gops_iprog &p, const go_iprog_k 
             default: r = v[0]; break; /* CAST, CUMSUM's element */
             }
         }
-        if (I.kind == GOPS_IP_CUMSUM) { /* a Hillis-Steele scan along the axis, every thread at every barrier */
+        if (ONE && I.kind == GOPS_IP_CUMSUM) {
+            r = I.excl ? 0 : r;
+        } else if (I.kind == GOPS_IP_CUMSUM) { /* a Hillis-Steele scan along the axis, every thread at every barrier */
             const int pos = act ? (t / I.inner) % I.len : 0;
             scan[t] = (unsigned long long)r;
             for (int o = 1; o < I.len; o <<= 1) {
@@ -393,7 +401,7 @@ __device__ __forceinline__ void go_ip_run(const gops_iprog &p, const go_iprog_k 
             }
             if (SLOTS && q->slot[k] >= 0) vals[q->slot[k] * q->pitch + t] = back;
         }
-        __syncthreads(); /* instruction k's writes, seen by k + 1's reads */
+        if (!ONE) __syncthreads(); /* instruction k's writes, seen by k + 1's reads */
     }
 }
 
@@ -439,7 +447,8 @@ __global__ void __launch_bounds__(GOPS_IPROG_N) go_int_prog_dev_kernel(const go_
     for (int h = 0; h < 2; h++)
         if (pa[h]) pv[(int)threadIdx.x + h * (int)blockDim.x] = go_ip_ld(pa[h], pd[h], 0);
     __syncthreads();
-    go_ip_run<true>(sq.p, &sq, ip_vals, pv, scan);
+    if (sq.one) go_ip_run<true, true>(sq.p, &sq, ip_vals, pv, scan);
+    else go_ip_run<true>(sq.p, &sq, ip_vals, pv, scan);
 }
 
 static size_t go_ip_size(int dt) { return dt == GRAFT_DTYPE_INT64 ? 8 : dt == GRAFT_DTYPE_INT32 ? 4 : 1; }
@@ -506,6 +515,15 @@ static void go_ip_plan(go_iprog_k *q, int most)
     }
 }
 
+/* GRAFT_CUDA_IPROG_ONE=0: a kept program of one-element instructions runs
+ * as any other (a thread an element, a barrier between instructions), not
+ * by one thread alone (read at each keep). */
+static bool ip_one_off(void)
+{
+    const char *e = getenv("GRAFT_CUDA_IPROG_ONE");
+    return e && !strcmp(e, "0");
+}
+
 /* The program's checks; *most: its widest instruction's elements. */
 static graft_status go_ip_check(const gops_iprog *p, int *most, graft_error *err)
 {
@@ -540,6 +558,7 @@ extern "C" graft_status gops_int_prog_keep(const gops_iprog *p, gops_iprog_dev *
     if (!q) return gcuda_errf(err, GRAFT_ENOMEM, "gops_int_prog_keep: out of memory");
     q->p = *p;
     go_ip_plan(q, most);
+    q->one = most == 1 && !ip_one_off();
     if (!kd->d) {
         cudaError_t e = cudaMalloc(&kd->d, sizeof *q);
         if (e != cudaSuccess) {

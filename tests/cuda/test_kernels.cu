@@ -2203,6 +2203,57 @@ template <typename T> static void test_int_prog(int dt)
             int_row("int program, kept", fmt("one element: %s", what[j]), dt, nb, badk);
         }
     }
+    /* every instruction of one element: kept, one thread runs them (go_ip_run's ONE; GRAFT_CUDA_IPROG_ONE=0:
+     * not): an exclusive scan of one element, and (int64) an earlier output read at its address as int32 (its
+     * low half: no shared copy, this thread's own store read back from memory) */
+    {
+        auto iv = int_rnd<T>(1, g);
+        std::vector<T> one = {(T)1};
+        std::vector<int32_t> one32 = {1};
+        void *dx = int_up(iv), *d1 = int_up(one), *d1w = int_up(one32);
+        const bool wide = dt == GRAFT_DTYPE_INT64;
+        const int n = wide ? 4 : 3, ydt[4] = {dt, dt, dt, GRAFT_DTYPE_INT32};
+        void *p[4], *k[4], *q[4];
+        for (int j = 0; j < n; j++) {
+            const size_t nb = ip_bytes(ydt[j]);
+            p[j] = poisoned_bytes(nb), k[j] = poisoned_bytes(nb), q[j] = poisoned_bytes(nb);
+        }
+        const int d1d[1] = {1};
+        const int64_t s1[1] = {1};
+        gops_iprog pr;
+        memset(&pr, 0, sizeof pr);
+        gops_iprog_ins *I = pr.ins;
+        I[0] = ip_ins(GOPS_IP_BIN, GOPS_I_SUB, dt, 1, d1d, p[0]); /* x - 1 */
+        ip_arg(I[0], 0, dx, dt, s1), ip_arg(I[0], 1, NULL, dt, NULL, 1);
+        I[1] = ip_ins(GOPS_IP_CUMSUM, 0, dt, 1, d1d, p[1]); /* exclusive: 0 */
+        ip_arg(I[1], 0, p[0], dt, s1);
+        I[1].len = 1, I[1].inner = 1, I[1].excl = 1;
+        I[2] = ip_ins(GOPS_IP_CUMSUM, 0, dt, 1, d1d, p[2]); /* reverse, inclusive: the element */
+        ip_arg(I[2], 0, p[0], dt, s1);
+        I[2].len = 1, I[2].inner = 1, I[2].rev = 1;
+        if (wide) { /* the low half of x - 1, + 1, as int32 */
+            I[3] = ip_ins(GOPS_IP_BIN, GOPS_I_ADD, GRAFT_DTYPE_INT32, 1, d1d, p[3]);
+            ip_arg(I[3], 0, p[0], GRAFT_DTYPE_INT32, s1), ip_arg(I[3], 1, NULL, GRAFT_DTYPE_INT32, NULL, 1);
+        }
+        pr.n = n;
+        CK(gops_int_prog(&pr, NULL, &E));
+        ip_kept(pr, p, q, n);
+        gops_shape a1 = {};
+        a1.rank = 1, a1.dims[0] = 1, a1.st[0][0] = 1, a1.st[1][0] = 1;
+        CK(gops_int_binary(GOPS_I_SUB, dt, &a1, dx, d1, k[0], NULL, &E));
+        CK(gops_int_cumsum(dt, k[0], k[1], 1, 1, 1, 1, 0, NULL, &E));
+        CK(gops_int_cumsum(dt, k[0], k[2], 1, 1, 1, 0, 1, NULL, &E));
+        if (wide) CK(gops_int_binary(GOPS_I_ADD, GRAFT_DTYPE_INT32, &a1, k[0], d1w, k[3], NULL, &E));
+        const char *what[4] = {"x - 1", "its exclusive scan", "its reverse scan", "its low half + 1 as int32"};
+        for (int j = 0; j < n; j++) {
+            const size_t nb = ip_bytes(ydt[j]);
+            auto a = int_down<uint8_t>(p[j], nb + 8), b = int_down<uint8_t>(k[j], nb + 8), c = int_down<uint8_t>(q[j], nb + 8);
+            size_t bad = 0, badk = 0;
+            for (size_t i = 0; i < nb + 8; i++) bad += a[i] != b[i], badk += c[i] != b[i];
+            int_row("int program", fmt("all one element: %s", what[j]), dt, nb, bad);
+            int_row("int program, kept", fmt("all one element: %s", what[j]), dt, nb, badk);
+        }
+    }
     release_all();
 }
 
