@@ -342,6 +342,8 @@ struct cx_exec {
     int side_state;               /* in this run: 0 not forked yet, 1 forked (region side_r), 2 joined (side_r next) */
     int side_r;
     bool side_off;                /* a capture met what the plan does not allow: off for good */
+    bool side_prio;               /* the step's stream at the device's greatest priority, the side stream at its
+                                   * least, kept by the graphs' kernel nodes (GRAFT_CUDA_SIDE_PRIO=0: not) */
     const char *side_why;         /* why there is no plan, or why it went off */
 };
 

@@ -605,14 +605,25 @@ static graft_status cx_open(graft_model *m, rt_backend **out, graft_error *err)
     x->prof = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "sync") ? 2 : !strcmp(prof, "graph") ? 3 : 1;
     int lim_sms = 0; /* GRAFT_CUDA_SMS: a green context of that many SMs, before the stream (gcuda_sm_limit) */
     if ((rc = gcuda_sm_limit(&lim_sms, err)) != GRAFT_OK) goto fail;
-    cudaError_t e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
+    /* The side stream's kernels must not hold SMs that the step's own next kernel waits for: where blocks of
+     * both wait for an SM, the main stream's go first (its stream at the device's greatest priority, the side
+     * stream at its least; captured kernel nodes keep their stream's, which the graphs use: instantiated with
+     * cudaGraphInstantiateFlagUseNodePriority). GRAFT_CUDA_SIDE_PRIO=0: both at the default. */
+    const char *sp = getenv("GRAFT_CUDA_SIDE_PRIO");
+    int pr_least = 0, pr_greatest = 0;
+    x->side_prio = !(sp && !strcmp(sp, "0")) &&
+                   cudaDeviceGetStreamPriorityRange(&pr_least, &pr_greatest) == cudaSuccess && pr_greatest < pr_least;
+    (void)cudaGetLastError();
+    cudaError_t e = x->side_prio ? cudaStreamCreateWithPriority(&x->stream, cudaStreamNonBlocking, pr_greatest)
+                                 : cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         rc = cx_cuda_err(NULL, err, e, "stream");
         goto fail;
     }
     /* the side stream (side.c): none when it cannot be had, the step then on one stream */
     x->side_main = x->stream;
-    bool side_ok = cudaStreamCreateWithFlags(&x->side, cudaStreamNonBlocking) == cudaSuccess;
+    bool side_ok = (x->side_prio ? cudaStreamCreateWithPriority(&x->side, cudaStreamNonBlocking, pr_least)
+                                 : cudaStreamCreateWithFlags(&x->side, cudaStreamNonBlocking)) == cudaSuccess;
     for (int r = 0; r < CX_SIDE_REG && side_ok; r++)
         for (int k = 0; k < 2 && side_ok; k++)
             side_ok = cudaEventCreateWithFlags(&x->side_ev[r][k], cudaEventDisableTiming) == cudaSuccess;
@@ -1525,7 +1536,7 @@ static graft_status cx_run(rt_backend *b, graft_error *err)
         }
     }
     if (!*gx) {
-        e = cudaGraphInstantiate(gx, gr, 0);
+        e = cudaGraphInstantiate(gx, gr, x->side_prio ? cudaGraphInstantiateFlagUseNodePriority : 0);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             *gx = NULL;
@@ -1890,8 +1901,9 @@ static const char *cx_describe(rt_backend *b)
     if (x->side_of || (x->side_why && x->placed)) {
         size_t l = strlen(fz);
         if (x->side_of && !x->side_off) {
-            snprintf(fz + l, sizeof fz - l, "; a side stream in captured steps: %zu nodes (%zu launches) beside %zu "
-                     "launches, nodes", x->n_side, x->n_side_launch, x->n_side_main);
+            snprintf(fz + l, sizeof fz - l, "; a side stream in captured steps%s: %zu nodes (%zu launches) beside %zu "
+                     "launches, nodes", x->side_prio ? " (at a lower priority)" : "", x->n_side, x->n_side_launch,
+                     x->n_side_main);
             for (int r = 0; r < x->n_side_reg; r++) {
                 l = strlen(fz);
                 snprintf(fz + l, sizeof fz - l, "%s %zu to %zu", r ? "," : "", x->side_f[r], x->side_j[r]);
