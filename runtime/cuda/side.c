@@ -353,7 +353,7 @@ void cx_side_plan(cx_exec *x)
      * launches between)) among those outside the regions taken, joined before the next one's fork; a region's
      * components leave the candidates (for later tries they are main nodes, joined before any later fork) */
     x->side_why = "no node off the longest chain";
-    size_t rf[CX_SIDE_REG], rj[CX_SIDE_REG], j;
+    size_t rf[CX_SIDE_REG], rj[CX_SIDE_REG], rn[CX_SIDE_REG], rls[CX_SIDE_REG], rlm[CX_SIDE_REG], j;
     int nr = 0;
     unsigned char *reg = calloc(n, 1); /* per component root: 1 + its region */
     if (!reg) x->side_why = "no memory for the plan";
@@ -382,34 +382,32 @@ void cx_side_plan(cx_exec *x)
             if (p.side[c]) reg[c] = (unsigned char)(nr + 1), p.elig[c] = false;
         rf[nr] = best_f;
         rj[nr] = j;
+        count(x, &p, best_f, j, &rls[nr], &rlm[nr], &rn[nr]);
         nr++;
     }
+    /* the regions in node order: region r is the one taken ord[r]-th */
+    int ord[CX_SIDE_REG], at[CX_SIDE_REG];
+    for (int r = 0; r < nr; r++) ord[r] = r;
+    for (int r = 1; r < nr; r++)
+        for (int k = r; k > 0 && rf[ord[k]] < rf[ord[k - 1]]; k--) {
+            int t = ord[k];
+            ord[k] = ord[k - 1];
+            ord[k - 1] = t;
+        }
     if (nr && (x->side_of = calloc(n, 1))) {
-        /* the regions in node order */
-        int ord[CX_SIDE_REG], at[CX_SIDE_REG];
-        for (int r = 0; r < nr; r++) ord[r] = r;
-        for (int r = 1; r < nr; r++)
-            for (int k = r; k > 0 && rf[ord[k]] < rf[ord[k - 1]]; k--) {
-                int t = ord[k];
-                ord[k] = ord[k - 1];
-                ord[k - 1] = t;
-            }
         for (int r = 0; r < nr; r++) {
             at[ord[r]] = r;
             x->side_f[r] = rf[ord[r]];
             x->side_j[r] = rj[ord[r]];
+            x->n_side += rn[ord[r]];
+            x->n_side_launch += rls[ord[r]];
+            x->n_side_main += rlm[ord[r]];
         }
         x->n_side_reg = nr;
         for (size_t i = 0; i < n; i++) {
             unsigned char g = reg[find(p.up, (int)i)];
             x->side_of[i] = g ? (unsigned char)(at[g - 1] + 1) : 0;
-            if (!g) continue;
-            if (!x->nodes[i].const_done) x->n_side++;
-            x->n_side_launch += (size_t)p.w[i];
         }
-        for (int r = 0; r < nr; r++)
-            for (size_t i = x->side_f[r]; i < x->side_j[r]; i++)
-                if (!x->side_of[i]) x->n_side_main += (size_t)p.w[i];
         x->side_why = NULL;
     }
     free(reg);
@@ -422,12 +420,11 @@ void cx_side_plan(cx_exec *x)
                         rt_node_op(&x->nodes[i].n), graft_node_name(x->nodes[i].n.src), p.lo[i], p.hi[i], p.w[i],
                         p.w[i] == 1 ? "" : "es", find(p.up, (int)i),
                         x->side_of && x->side_of[i] ? ", on the side" : p.elig[find(p.up, (int)i)] ? "" : ", ineligible");
-        for (int r = 0; x->side_of && r < x->n_side_reg; r++) {
-            size_t ls = 0, lm = 0;
-            for (size_t i = x->side_f[r]; i < x->side_j[r]; i++) *(x->side_of[i] == r + 1 ? &ls : &lm) += (size_t)p.w[i];
+        for (int r = 0; x->side_of && r < nr; r++) {
+            const int t = ord[r];
             fprintf(stderr, "graft: side stream: region %d: fork before node %zu (%s), join before node %zu (%s); %zu "
-                    "launches beside %zu\n", r, x->side_f[r], graft_node_name(x->nodes[x->side_f[r]].n.src),
-                    x->side_j[r], x->side_j[r] < n ? graft_node_name(x->nodes[x->side_j[r]].n.src) : "the end", ls, lm);
+                    "launches beside %zu\n", r, rf[t], graft_node_name(x->nodes[rf[t]].n.src), rj[t],
+                    rj[t] < n ? graft_node_name(x->nodes[rj[t]].n.src) : "the end", rls[t], rlm[t]);
         }
         if (!x->side_of)
             fprintf(stderr, "graft: side stream: none (%s)\n", x->side_why);
