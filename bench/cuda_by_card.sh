@@ -8,7 +8,8 @@
 # carry checks, failures, steps and rates; the whole log is $OUT/all.log.
 #   device: run tool, carry [".whl", ".devcarry-all", "build/cupti"] (see bench/cuda_all_device.sh's header):
 #           bash bench/cuda_by_card.sh
-# DEADLINE_S (H200, default 565), DEADLINE_S_H100 (default 300); PROFILE_AB overrides the list below.
+# DEADLINE_S (H200, default 565), DEADLINE_S_H100 (default 300); PROFILE_AB overrides the list below,
+# PROFILE_AB_H100 the list on other cards.
 G=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "GPU: $G"
 export PROFILE_OPS=0 VERIFY_SWITCHES="${VERIFY_SWITCHES-GRAFT_CUDA_REPLAY=0 GRAFT_CUDA_SIDE=0 GRAFT_CUDA_ROWS_BAL=1 GRAFT_CUDA_ROWS_HI=1 GRAFT_CUDA_ROWS_HI=0}"
@@ -18,10 +19,11 @@ case "$G" in
     # the defaults chosen on H100s since the last H200 run (session 33), the opt-in ROWS_BAL (session 44), and
     # the 6-block GEMVs the H200 gets by default since session 45 (ROWS_HI=0: the 5-block ones)
     N=GRAFT_CUDA_NONE=1 B=GRAFT_CUDA_ROWS_BAL=1 H=GRAFT_CUDA_ROWS_HI=0
-    export PROFILE_AB="${PROFILE_AB-$N;$H;$B;GRAFT_CUDA_ROWS_GM=0;GRAFT_CUDA_ROWS_GMPRE=0;GRAFT_CUDA_FUSE_TAILNORM=0 GRAFT_CUDA_FUSE_INT=0;$N;$H;GRAFT_CUDA_ROWS_GRID=0;$B;GRAFT_CUDA_FUSE_PRO=0;GRAFT_CUDA_PDL=0;$H;$N}"
+    export PROFILE_AB="${PROFILE_AB-$N;$H;$B;GRAFT_CUDA_SIDE_PRIO=0;GRAFT_CUDA_IPROG_ONE=0;GRAFT_CUDA_ROWS_GM=0;GRAFT_CUDA_ROWS_GMPRE=0;GRAFT_CUDA_FUSE_TAILNORM=0 GRAFT_CUDA_FUSE_INT=0;$N;$H;GRAFT_CUDA_ROWS_GRID=0;$B;GRAFT_CUDA_FUSE_PRO=0;GRAFT_CUDA_PDL=0;$H;$N}"
     export DEADLINE_S=${DEADLINE_S:-565} ;;
 *)
     S="${S_H100:-kernels verify}"
+    [ -n "$PROFILE_AB_H100" ] && export PROFILE_AB="$PROFILE_AB_H100"
     export DEADLINE_S=${DEADLINE_S_H100:-300} ;;
 esac
 echo "steps: $S"
