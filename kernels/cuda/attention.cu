@@ -12,7 +12,10 @@
  * head of the group. Each split writes its unnormalised output, max and
  * sum (fp32) to the workspace; a second kernel merges the splits that
  * hold keys, its blocks spread over (query head, batch, 64-column slice),
- * a warp over the splits for 8 columns.
+ * a warp over the splits for 8 columns. Folded (gcuda_attn_decode_args.fold,
+ * where few splits can hold keys: a sliding window's): no second kernel;
+ * the last block of a (batch, kv head) to store its partials merges the
+ * group's splits itself (attn_fold), counted by an atomic in the workspace.
  *
  * Templates: D (64, 128, 256, 512: the smallest >= head_dim, chosen at run
  * time) and GT (query heads per warp: 1, 2, 4, so up to 16 per kv head). */
@@ -50,6 +53,8 @@ struct attn_params {
     int tile;              /* the split kernel's keys a tile: attn_range's unit, for the merge */
     int early;             /* tensor-core kernel: the first tile's cache rows asked for before the wait
                             * (gcuda_attn_decode_args.cache_ready) */
+    unsigned *fold;        /* non-NULL: per (batch, kv head), the blocks with keys that have stored their
+                            * partials (attn_fold); zero before the launch, left zero */
 };
 
 /* The tensor-core kernel's L2 prefetch (p.pf), called by every thread once
@@ -101,6 +106,111 @@ __device__ __forceinline__ void attn_range(const attn_params &p, int len, int sp
     *j1 = (int)b;
 }
 
+/* The splits of sequence b that hold keys: the first S, S as attn_range cuts them (tile: the split
+ * kernel's keys a tile). Read before the wait: the lengths are written before the step's first attention. */
+__device__ __forceinline__ int attn_splits_with_keys(const attn_params &p, int b)
+{
+    int len = p.lens[b];
+    long long lo;
+    const int n = attn_keys(p, len, &lo), chunk = attn_chunk(p, n, p.tile);
+    return n > 0 ? min((n + chunk - 1) / chunk, p.nsplit) : 0;
+}
+
+/* The fold (p.fold): called by every thread of a block with keys once its
+ * partials are stored, the kernel's shared memory free (AT_FOLD_SMEM bytes
+ * of it at sm). Thread 0 counts the block in (after every thread's fence,
+ * so that the last block to count reads every split's partials); the last of the S
+ * merges them: per query head g of the group, the weights w_s = exp(m_s -
+ * M) / sum_s l_s exp(m_s - M) over the splits with l_s > 0 (M their
+ * greatest max) into shared memory, a warp a head; then out = sum_s w_s
+ * o_s, four columns a thread, its loads from L2 (__ldcg: not L1, which may
+ * hold nothing of them but is not kept coherent), four column groups at a
+ * time. The plan folds only where G S <= AT_FOLD_W and S G hd <=
+ * AT_FOLD_FLOATS for every length (gcuda_attn_decode_plan), so that one
+ * block's merge stays short; and resets the count for the next launch. */
+#define AT_FOLD_W 512
+#define AT_FOLD_FLOATS 40960
+#define AT_FOLD_SMEM ((2 * AT_FOLD_W + 1) * sizeof(float))
+template <typename T, int NT>
+__device__ __forceinline__ void attn_fold(const attn_params &p, int b, int kh, int S, float *sm)
+{
+    float *fw = sm, *fl = sm + AT_FOLD_W;
+    int *flast = reinterpret_cast<int *>(sm + 2 * AT_FOLD_W);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = p.G, hd = p.hd, nsplit = p.nsplit;
+    __threadfence(); /* this thread's partials before the count, for the block that counts last */
+    __syncthreads(); /* every thread's partials stored; the shared memory free */
+    if (tid == 0) {
+        unsigned *c = p.fold + (size_t)b * p.Hkv + kh;
+        const bool last = atomicAdd(c, 1u) == (unsigned)S - 1;
+        if (last) atomicExch(c, 0u); /* every block with keys has counted: the next launch's count */
+        *flast = last;
+    }
+    __syncthreads();
+    if (!*flast) return;
+    __threadfence();
+    const size_t rb = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit; /* head g's split s: rb + g nsplit + s */
+    for (int g = warp; g < G; g += NT / 32) {
+        float M = -INFINITY;
+        for (int s = lane; s < S; s += 32) {
+            const float2 st = __ldcg(reinterpret_cast<const float2 *>(p.ml + (rb + (size_t)g * nsplit + s) * 2));
+            fw[g * S + s] = st.x;
+            fl[g * S + s] = st.y;
+            if (st.y > 0.0f) M = fmaxf(M, st.x);
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
+        float den = 0.0f;
+        for (int s = lane; s < S; s += 32) {
+            const float l = fl[g * S + s], w = l > 0.0f ? gc_exp<T>(fw[g * S + s] - M) : 0.0f;
+            fw[g * S + s] = w;
+            den += l * w;
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) den += __shfl_xor_sync(0xffffffffu, den, off);
+        const float r = den > 0.0f ? 1.0f / den : 0.0f;
+        for (int s = lane; s < S; s += 32) fw[g * S + s] *= r;
+    }
+    __syncthreads();
+    const int q4 = hd / 4, nc = G * q4; /* float4 column groups */
+    T *out = (T *)p.out + ((size_t)b * p.Hq + (size_t)kh * G) * hd;
+    for (int c0 = tid; c0 < nc; c0 += 4 * NT) {
+        float4 acc[4];
+        int gg[4], cc[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int c = min(c0 + u * NT, nc - 1); /* past the end: the last group again, not stored */
+            gg[u] = c / q4, cc[u] = c % q4 * 4;
+            acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll 2
+        for (int s = 0; s < S; s++) {
+            float4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                v[u] = __ldcg(reinterpret_cast<const float4 *>(p.opart + (rb + (size_t)gg[u] * nsplit + s) * hd + cc[u]));
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float w = fw[gg[u] * S + s];
+                acc[u].x += w * v[u].x, acc[u].y += w * v[u].y, acc[u].z += w * v[u].z, acc[u].w += w * v[u].w;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (c0 + u * NT < nc) {
+                T *o = out + (size_t)gg[u] * hd + cc[u];
+                o[0] = gc_to<T>(acc[u].x), o[1] = gc_to<T>(acc[u].y), o[2] = gc_to<T>(acc[u].z), o[3] = gc_to<T>(acc[u].w);
+            }
+    }
+}
+
+/* The fold where no split holds a key (S 0, a sequence of no key): block 0 of the (batch, kv head) writes
+ * the group's outputs 0, as the merge kernel does. */
+template <typename T, int NT> __device__ __forceinline__ void attn_fold_none(const attn_params &p, int b, int kh)
+{
+    T *out = (T *)p.out + ((size_t)b * p.Hq + (size_t)kh * p.G) * p.hd;
+    for (int i = threadIdx.x; i < p.G * p.hd; i += NT) out[i] = gc_to<T>(0.0f);
+}
+
 template <typename T, int D, int GT>
 __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
 {
@@ -131,6 +241,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
+        if (p.fold && split == 0) attn_fold_none<T, AT_THREADS>(p, b, kh); /* no split holds a key */
         return;
     }
 
@@ -265,6 +376,8 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
             }
         }
     }
+    static_assert(LY::bytes >= AT_FOLD_SMEM, "the fold's shared memory");
+    if (p.fold) attn_fold<T, AT_THREADS>(p, b, kh, attn_splits_with_keys(p, b), reinterpret_cast<float *>(smem));
 }
 
 /* ------------------------------------------------------------ tensor-core split kernel (fp16, bf16) */
@@ -498,6 +611,7 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
+        if (p.fold && split == 0) attn_fold_none<T, AM_THREADS>(p, b, kh); /* no split holds a key */
         return;
     }
     /* the new rows into the caches (from nrow where the prologue made them) */
@@ -719,6 +833,8 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
                 if (on1) *reinterpret_cast<float2 *>(op1 + n * 8) = make_float2(o[n][2], o[n][3]);
             }
     }
+    static_assert(LY::bytes >= AT_FOLD_SMEM, "the fold's shared memory");
+    if (p.fold) attn_fold<T, AM_THREADS>(p, b, kh, attn_splits_with_keys(p, b), reinterpret_cast<float *>(smem));
     if (p.pf_late) am_l2_prefetch(p); /* after the partials: the prefetch's DRAM traffic cannot delay the tiles */
 }
 
@@ -738,10 +854,7 @@ template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_comb
 {
     const int qh = blockIdx.x, b = blockIdx.y, hd = p.hd, lane = threadIdx.x & 31;
     const int col = blockIdx.z * AT_CB_COLS + 8 * (int)(threadIdx.x >> 5);
-    int len = p.lens[b];
-    long long lo;
-    const int n = attn_keys(p, len, &lo), chunk = attn_chunk(p, n, p.tile);
-    const int S = n > 0 ? min((n + chunk - 1) / chunk, p.nsplit) : 0; /* the splits with keys */
+    const int S = attn_splits_with_keys(p, b);
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
     gc_pdl_trigger();
     if (col >= hd) return;
@@ -889,6 +1002,7 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->window_left = a->window_left;
     p->opart = NULL;
     p->ml = NULL;
+    p->fold = NULL;
     p->knew = p->vnew = NULL;
     p->nsb = p->nsh = 0;
     if (a->k_new || a->v_new) {
@@ -922,9 +1036,26 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     return GRAFT_OK;
 }
 
-static size_t attn_ws_bytes(const attn_params *p)
+/* The fold's counters: at the workspace's start (gcuda_attn_decode_args.ws_zero), so that they stay where
+ * they were while the geometry does */
+static size_t attn_fold_bytes(const attn_params *p)
 {
-    return (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float);
+    return ((size_t)p->B * p->Hkv * sizeof(unsigned) + 255) / 256 * 256;
+}
+
+static size_t attn_ws_bytes(const attn_params *p, int fold)
+{
+    return (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float) + (fold ? attn_fold_bytes(p) : 0);
+}
+
+/* The fold pays where one block merges little: at most AT_FOLD_W weights and AT_FOLD_FLOATS partial
+ * values at the most splits any length gives (a window's keys, or max_seq's, over whole tiles). */
+static int attn_fold_ok(const attn_params *p)
+{
+    const long long keys = p->window_left >= 0 && p->window_left < p->max_seq ? p->window_left + 1 : p->max_seq;
+    long long S = (keys + p->tile - 1) / p->tile;
+    if (S > p->nsplit) S = p->nsplit;
+    return S * p->G <= AT_FOLD_W && S * p->G * p->hd <= AT_FOLD_FLOATS;
 }
 
 extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_error *err)
@@ -955,7 +1086,9 @@ extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_
                           AT_MAX_SPLITS);
     }
     p.nsplit = a->num_splits;
-    a->ws_bytes = attn_ws_bytes(&p);
+    a->fold = a->fold && attn_fold_ok(&p);
+    a->ws_bytes = attn_ws_bytes(&p, a->fold);
+    a->ws_zero = a->fold ? attn_fold_bytes(&p) : 0;
     return GRAFT_OK;
 }
 
@@ -968,15 +1101,22 @@ extern "C" graft_status gcuda_attn_decode(const gcuda_attn_decode_args *a, gcuda
     if (p.nsplit < 1 || p.nsplit > AT_MAX_SPLITS)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: num_splits %d (call gcuda_attn_decode_plan)",
                           p.nsplit);
-    size_t need = attn_ws_bytes(&p);
+    if (a->fold && !attn_fold_ok(&p))
+        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: fold set where gcuda_attn_decode_plan clears it");
+    size_t need = attn_ws_bytes(&p, a->fold);
     if (!a->ws || a->ws_bytes < need)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: workspace of %zu bytes, %zu needed", a->ws_bytes,
                           need);
-    p.opart = (float *)a->ws;
+    char *ws = (char *)a->ws;
+    if (a->fold) {
+        p.fold = (unsigned *)ws;
+        ws += attn_fold_bytes(&p);
+    }
+    p.opart = (float *)ws;
     p.ml = p.opart + (size_t)p.B * p.Hq * p.nsplit * p.hd;
     GCUDA_DISPATCH(a->dtype, "gcuda_attn_decode", {
         st = attn_d<T>(dt, gt, &p, 0, NULL, s, err);
         if (st) return st;
     });
-    return attn_combine_go(a->dtype, &p, s, err);
+    return a->fold ? GRAFT_OK : attn_combine_go(a->dtype, &p, s, err);
 }

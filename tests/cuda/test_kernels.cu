@@ -759,6 +759,32 @@ static void test_attn(int dt, const attn_case &c)
     if (c.softcap > 0) sh += fmt(" cap%g", c.softcap);
     sh += fmt(" sp%d", a.num_splits);
     check(g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? "attn_decode mma" : "attn_decode", sh, dt, got, ref);
+    {
+        /* the fold (gcuda_attn_decode_args.fold): the last block of each (batch, kv head) merges the splits,
+         * no second kernel; twice on one workspace, whose counters the first launch must leave zero (the
+         * partials poisoned) */
+        gcuda_attn_decode_args t = a;
+        t.fold = 1;
+        CK(gcuda_attn_decode_plan(&t, &E));
+        const char *fn = g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? "attn_decode mma, folded" : "attn_decode, folded";
+        if (t.fold) {
+            t.ws = dpoisoned(GRAFT_DTYPE_FLOAT, t.ws_bytes / 4);
+            CUCK(cudaMemset(t.ws, 0, t.ws_zero));
+            for (int rep = 0; rep < 2; rep++) {
+                t.out = dpoisoned(dt, nq);
+                CK(gcuda_attn_decode(&t, NULL, &E));
+                check(rep ? fmt("%s, again", fn).c_str() : fn, sh, dt, ddown(dt, t.out, nq), ref);
+            }
+        }
+        /* a sliding window of 512 keys over 8 query heads of 256 (Gemma's sliding layers) is folded; a
+         * sequence of up to 512 keys of head_dim 512 over 8 query heads is not (one block would merge too much) */
+        if (c.window_left == 511 && c.hd == 256 && G == 8)
+            check(fmt("%s: planned (1: not)", fn).c_str(), sh, dt, std::vector<float>{t.fold ? 0.0f : 1.0f},
+                  std::vector<double>{0.0});
+        if (c.window_left < 0 && c.max_seq >= 512 && c.hd == 512 && G == 8 && c.splits == 0)
+            check(fmt("%s: not planned (1: planned)", fn).c_str(), sh, dt, std::vector<float>{t.fold ? 1.0f : 0.0f},
+                  std::vector<double>{0.0});
+    }
     if (g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT) {
         /* an L2 prefetch list (a hint, gcuda_attn_decode_args.pf): a buffer of more pieces than the grid has
          * threads for at once, and the caches themselves; the same output */
