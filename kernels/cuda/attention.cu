@@ -13,7 +13,7 @@
  * sum (fp32) to the workspace; a second kernel merges the splits that
  * hold keys, its blocks spread over (query head, batch, 64-column slice),
  * a warp over the splits for 8 columns. Folded (gcuda_attn_decode_args.fold,
- * where few splits can hold keys: a sliding window's): no second kernel;
+ * tensor-core kernel, where few splits can hold keys: a sliding window's): no second kernel;
  * the last block of a (batch, kv head) to store its partials merges the
  * group's splits itself (attn_fold), counted by an atomic in the workspace.
  *
@@ -118,27 +118,39 @@ __device__ __forceinline__ int attn_splits_with_keys(const attn_params &p, int b
 
 /* The fold (p.fold): called by every thread of a block with keys once its
  * partials are stored, the kernel's shared memory free (AT_FOLD_SMEM bytes
- * of it at sm). Thread 0 counts the block in (after every thread's fence,
- * so that the last block to count reads every split's partials); the last of the S
- * merges them: per query head g of the group, the weights w_s = exp(m_s -
- * M) / sum_s l_s exp(m_s - M) over the splits with l_s > 0 (M their
- * greatest max) into shared memory, a warp a head; then out = sum_s w_s
- * o_s, four columns a thread, its loads from L2 (__ldcg: not L1, which may
- * hold nothing of them but is not kept coherent), four column groups at a
- * time. The plan folds only where G S <= AT_FOLD_W and S G hd <=
- * AT_FOLD_FLOATS for every length (gcuda_attn_decode_plan), so that one
- * block's merge stays short; and resets the count for the next launch. */
-#define AT_FOLD_W 512
-#define AT_FOLD_FLOATS 40960
-#define AT_FOLD_SMEM ((2 * AT_FOLD_W + 1) * sizeof(float))
+ * of it at sm). Folded, the kernel lets the launch after it start only
+ * here (gc_pdl_trigger), not at its own start: that launch's blocks, once
+ * resident, load their weights at once (a GEMV's prologue), and during the
+ * splits' tiles those loads held up the caches' (H100, session 50: +4.6 us
+ * a layer with the trigger at the start). Thread 0 counts the block in
+ * (after every thread's fence, so that the last block to count reads every
+ * split's partials); the last of the S merges them and resets the count
+ * for the next launch. The merge: thread t takes the float4 column groups
+ * t, t + NT, t + 2 NT, t + 3 NT of the group's G hd outputs (G hd <=
+ * AT_FOLD_COLS) and issues the loads of their first AT_FOLD_SC splits'
+ * partials (from L2: __ldcg, L1 is not kept coherent) before the weights,
+ * so that both share one memory latency: warp w the heads w, w + NW, ...
+ * (G <= 16: up to four a warp), lane s split s (S <= AT_FOLD_S), M the
+ * greatest max of the splits with l_s > 0, w_s = exp(m_s - M) / sum_s l_s
+ * exp(m_s - M) into shared memory; then out = sum_s w_s o_s, a round of
+ * loads for each further AT_FOLD_SC splits. The plan folds only where
+ * every length gives at most AT_FOLD_S splits with keys
+ * (gcuda_attn_decode_plan). */
+#define AT_FOLD_S 16
+#define AT_FOLD_SC 2
+#define AT_FOLD_COLS 2048
+#define AT_FOLD_SMEM ((AT_FOLD_S * 16 + 1) * sizeof(float))
 template <typename T, int NT>
 __device__ __forceinline__ void attn_fold(const attn_params &p, int b, int kh, int S, float *sm)
 {
-    float *fw = sm, *fl = sm + AT_FOLD_W;
-    int *flast = reinterpret_cast<int *>(sm + 2 * AT_FOLD_W);
+    static_assert(4 * 4 * NT >= AT_FOLD_COLS && NT % 32 == 0 && NT / 32 * 4 >= 16, "the fold's shape");
+    constexpr int NW = NT / 32;
+    float *fw = sm;
+    int *flast = reinterpret_cast<int *>(sm + AT_FOLD_S * 16);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = p.G, hd = p.hd, nsplit = p.nsplit;
-    __threadfence(); /* this thread's partials before the count, for the block that counts last */
-    __syncthreads(); /* every thread's partials stored; the shared memory free */
+    gc_pdl_trigger(); /* this block's partials are stored: the launch after may start */
+    __threadfence();  /* this thread's partials before the count, for the block that counts last */
+    __syncthreads();  /* every thread's partials stored; the shared memory free */
     if (tid == 0) {
         unsigned *c = p.fold + (size_t)b * p.Hkv + kh;
         const bool last = atomicAdd(c, 1u) == (unsigned)S - 1;
@@ -149,57 +161,70 @@ __device__ __forceinline__ void attn_fold(const attn_params &p, int b, int kh, i
     if (!*flast) return;
     __threadfence();
     const size_t rb = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit; /* head g's split s: rb + g nsplit + s */
-    for (int g = warp; g < G; g += NT / 32) {
-        float M = -INFINITY;
-        for (int s = lane; s < S; s += 32) {
-            const float2 st = __ldcg(reinterpret_cast<const float2 *>(p.ml + (rb + (size_t)g * nsplit + s) * 2));
-            fw[g * S + s] = st.x;
-            fl[g * S + s] = st.y;
-            if (st.y > 0.0f) M = fmaxf(M, st.x);
-        }
+    const int q4 = hd / 4, nc = G * q4;                             /* float4 column groups */
+    const float *src[4];
+    int fo[4];
+    float4 v[4][AT_FOLD_SC];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const int c = min(tid + u * NT, nc - 1); /* past the end: the last group again, not stored */
+        const int g = c / q4;
+        src[u] = p.opart + (rb + (size_t)g * nsplit) * hd + c % q4 * 4;
+        fo[u] = g * S;
+#pragma unroll
+        for (int k = 0; k < AT_FOLD_SC; k++)
+            v[u][k] = k < S ? __ldcg(reinterpret_cast<const float4 *>(src[u] + (size_t)k * hd))
+                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    float2 st[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int g = warp + k * NW;
+        st[k] = g < G && lane < S ? __ldcg(reinterpret_cast<const float2 *>(p.ml + (rb + (size_t)g * nsplit + lane) * 2))
+                                  : make_float2(-INFINITY, 0.0f);
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int g = warp + k * NW;
+        if (g >= G) break; /* the same for the whole warp */
+        float M = st[k].y > 0.0f ? st[k].x : -INFINITY;
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
-        float den = 0.0f;
-        for (int s = lane; s < S; s += 32) {
-            const float l = fl[g * S + s], w = l > 0.0f ? gc_exp<T>(fw[g * S + s] - M) : 0.0f;
-            fw[g * S + s] = w;
-            den += l * w;
-        }
+        const float w = st[k].y > 0.0f ? gc_exp<T>(st[k].x - M) : 0.0f;
+        float den = st[k].y > 0.0f ? st[k].y * w : 0.0f;
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) den += __shfl_xor_sync(0xffffffffu, den, off);
-        const float r = den > 0.0f ? 1.0f / den : 0.0f;
-        for (int s = lane; s < S; s += 32) fw[g * S + s] *= r;
+        if (lane < S) fw[g * S + lane] = den > 0.0f ? w / den : 0.0f;
     }
     __syncthreads();
-    const int q4 = hd / 4, nc = G * q4; /* float4 column groups */
-    T *out = (T *)p.out + ((size_t)b * p.Hq + (size_t)kh * G) * hd;
-    for (int c0 = tid; c0 < nc; c0 += 4 * NT) {
-        float4 acc[4];
-        int gg[4], cc[4];
+    float4 acc[4];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const int c = min(c0 + u * NT, nc - 1); /* past the end: the last group again, not stored */
-            gg[u] = c / q4, cc[u] = c % q4 * 4;
-            acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll 2
-        for (int s = 0; s < S; s++) {
-            float4 v[4];
+    for (int u = 0; u < 4; u++) acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s0 = 0; s0 < S; s0 += AT_FOLD_SC) {
+        if (s0) /* the next round's partials */
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                v[u] = __ldcg(reinterpret_cast<const float4 *>(p.opart + (rb + (size_t)gg[u] * nsplit + s) * hd + cc[u]));
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const float w = fw[gg[u] * S + s];
-                acc[u].x += w * v[u].x, acc[u].y += w * v[u].y, acc[u].z += w * v[u].z, acc[u].w += w * v[u].w;
-            }
-        }
+                for (int k = 0; k < AT_FOLD_SC; k++)
+                    if (s0 + k < S) v[u][k] = __ldcg(reinterpret_cast<const float4 *>(src[u] + (size_t)(s0 + k) * hd));
 #pragma unroll
         for (int u = 0; u < 4; u++)
-            if (c0 + u * NT < nc) {
-                T *o = out + (size_t)gg[u] * hd + cc[u];
-                o[0] = gc_to<T>(acc[u].x), o[1] = gc_to<T>(acc[u].y), o[2] = gc_to<T>(acc[u].z), o[3] = gc_to<T>(acc[u].w);
-            }
+#pragma unroll
+            for (int k = 0; k < AT_FOLD_SC; k++)
+                if (s0 + k < S) {
+                    const float w = fw[fo[u] + s0 + k];
+                    acc[u].x += w * v[u][k].x, acc[u].y += w * v[u][k].y;
+                    acc[u].z += w * v[u][k].z, acc[u].w += w * v[u][k].w;
+                }
+    }
+    T *out = (T *)p.out + ((size_t)b * p.Hq + (size_t)kh * G) * hd;
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const int c = tid + u * NT;
+        if (c < nc) {
+            T *o = out + (size_t)(c / q4) * hd + c % q4 * 4;
+            o[0] = gc_to<T>(acc[u].x), o[1] = gc_to<T>(acc[u].y), o[2] = gc_to<T>(acc[u].z), o[3] = gc_to<T>(acc[u].w);
+        }
     }
 }
 
@@ -241,7 +266,6 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
-        if (p.fold && split == 0) attn_fold_none<T, AT_THREADS>(p, b, kh); /* no split holds a key */
         return;
     }
 
@@ -376,8 +400,6 @@ __global__ void __launch_bounds__(AT_THREADS) attn_split_kernel(attn_params p)
             }
         }
     }
-    static_assert(LY::bytes >= AT_FOLD_SMEM, "the fold's shared memory");
-    if (p.fold) attn_fold<T, AT_THREADS>(p, b, kh, attn_splits_with_keys(p, b), reinterpret_cast<float *>(smem));
 }
 
 /* ------------------------------------------------------------ tensor-core split kernel (fp16, bf16) */
@@ -603,7 +625,7 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
         gc_cp_commit();
     }
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
-    gc_pdl_trigger();
+    if (!p.fold) gc_pdl_trigger(); /* folded: in attn_fold */
     if (!p.pf_late) am_l2_prefetch(p);
     if (j0 >= j1) {
         if (p.pf_late) am_l2_prefetch(p); /* a block without keys: at once */
@@ -1048,14 +1070,16 @@ static size_t attn_ws_bytes(const attn_params *p, int fold)
     return (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float) + (fold ? attn_fold_bytes(p) : 0);
 }
 
-/* The fold pays where one block merges little: at most AT_FOLD_W weights and AT_FOLD_FLOATS partial
- * values at the most splits any length gives (a window's keys, or max_seq's, over whole tiles). */
-static int attn_fold_ok(const attn_params *p)
+/* The fold pays where one block merges little (attn_fold): at most AT_FOLD_COLS outputs a (batch, kv head)
+ * and AT_FOLD_S splits with keys at any length (a window's keys, or max_seq's, over whole tiles). The
+ * tensor-core kernel only (gt 0): in the CUDA-core one its registers would lower the occupancy. */
+static int attn_fold_ok(const attn_params *p, int gt)
 {
+    if (gt) return 0;
     const long long keys = p->window_left >= 0 && p->window_left < p->max_seq ? p->window_left + 1 : p->max_seq;
     long long S = (keys + p->tile - 1) / p->tile;
     if (S > p->nsplit) S = p->nsplit;
-    return S * p->G <= AT_FOLD_W && S * p->G * p->hd <= AT_FOLD_FLOATS;
+    return S <= AT_FOLD_S && (long long)p->G * p->hd <= AT_FOLD_COLS;
 }
 
 extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_error *err)
@@ -1086,7 +1110,7 @@ extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_
                           AT_MAX_SPLITS);
     }
     p.nsplit = a->num_splits;
-    a->fold = a->fold && attn_fold_ok(&p);
+    a->fold = a->fold && attn_fold_ok(&p, gt);
     a->ws_bytes = attn_ws_bytes(&p, a->fold);
     a->ws_zero = a->fold ? attn_fold_bytes(&p) : 0;
     return GRAFT_OK;
@@ -1101,7 +1125,7 @@ extern "C" graft_status gcuda_attn_decode(const gcuda_attn_decode_args *a, gcuda
     if (p.nsplit < 1 || p.nsplit > AT_MAX_SPLITS)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: num_splits %d (call gcuda_attn_decode_plan)",
                           p.nsplit);
-    if (a->fold && !attn_fold_ok(&p))
+    if (a->fold && !attn_fold_ok(&p, gt))
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: fold set where gcuda_attn_decode_plan clears it");
     size_t need = attn_ws_bytes(&p, a->fold);
     if (!a->ws || a->ws_bytes < need)
