@@ -543,7 +543,10 @@ __device__ __forceinline__ void am_prep_rope(T *x, const uint4 (&cw)[MC], const 
     }
 }
 
-template <typename T, int D, bool TK32 = false>
+/* FOLD: the instantiation that folds (p.fold set), apart so that the other carries none of its code or
+ * registers (the first form, one kernel for both: E2B's head_dim 256 attention 0.2 us a launch slower
+ * unfolded, H100, session 50) */
+template <typename T, int D, bool TK32 = false, bool FOLD = false>
 __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 {
     typedef am_layout<T, D, TK32> LY;
@@ -625,7 +628,7 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
         gc_cp_commit();
     }
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
-    if (!p.fold) gc_pdl_trigger(); /* folded: in attn_fold */
+    if (!FOLD) gc_pdl_trigger(); /* folded: in attn_fold */
     if (!p.pf_late) am_l2_prefetch(p);
     if (j0 >= j1) {
         if (p.pf_late) am_l2_prefetch(p); /* a block without keys: at once */
@@ -633,7 +636,8 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
-        if (p.fold && split == 0) attn_fold_none<T, AM_THREADS>(p, b, kh); /* no split holds a key */
+        if constexpr (FOLD)
+            if (split == 0) attn_fold_none<T, AM_THREADS>(p, b, kh); /* no split holds a key */
         return;
     }
     /* the new rows into the caches (from nrow where the prologue made them) */
@@ -856,7 +860,7 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             }
     }
     static_assert(LY::bytes >= AT_FOLD_SMEM, "the fold's shared memory");
-    if (p.fold) attn_fold<T, AM_THREADS>(p, b, kh, attn_splits_with_keys(p, b), reinterpret_cast<float *>(smem));
+    if constexpr (FOLD) attn_fold<T, AM_THREADS>(p, b, kh, attn_splits_with_keys(p, b), reinterpret_cast<float *>(smem));
     if (p.pf_late) am_l2_prefetch(p); /* after the partials: the prefetch's DRAM traffic cannot delay the tiles */
 }
 
@@ -920,6 +924,10 @@ static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stre
                 smem = am_layout<T, D, true>::bytes;
                 kern = attn_mma_kernel<T, D, true>;
             }
+        if (p->fold) { /* 32-key tiles only (attn_fold_ok) */
+            smem = am_layout<T, D, true>::bytes;
+            kern = attn_mma_kernel<T, D, true, true>;
+        }
     } else {
         smem = attn_layout<T, D, GT>::bytes;
         kern = attn_split_kernel<T, D, GT>;
@@ -1075,7 +1083,7 @@ static size_t attn_ws_bytes(const attn_params *p, int fold)
  * tensor-core kernel only (gt 0): in the CUDA-core one its registers would lower the occupancy. */
 static int attn_fold_ok(const attn_params *p, int gt)
 {
-    if (gt) return 0;
+    if (gt || p->tile != 32) return 0; /* the folding kernels: 32-key tiles (GRAFT_CUDA_ATTN_TK=64: none) */
     const long long keys = p->window_left >= 0 && p->window_left < p->max_seq ? p->window_left + 1 : p->max_seq;
     long long S = (keys + p->tile - 1) / p->tile;
     if (S > p->nsplit) S = p->nsplit;
