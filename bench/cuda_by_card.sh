@@ -9,7 +9,7 @@
 #   device: run tool, carry [".whl", ".devcarry-all", "build/cupti"] (see bench/cuda_all_device.sh's header):
 #           bash bench/cuda_by_card.sh
 # DEADLINE_S (H200, default 565), DEADLINE_S_H100 (default 300); PROFILE_AB overrides the list below,
-# PROFILE_AB_H100 the list on other cards.
+# PROFILE_AB_H100 the list on other cards, NSYS_ENV_H100 the traced settings there.
 G=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "GPU: $G"
 export PROFILE_OPS=0 VERIFY_SWITCHES="${VERIFY_SWITCHES-GRAFT_CUDA_REPLAY=0 GRAFT_CUDA_SIDE=0 GRAFT_CUDA_ROWS_BAL=1 GRAFT_CUDA_ROWS_HI=1 GRAFT_CUDA_ROWS_HI=0}"
@@ -24,6 +24,7 @@ case "$G" in
 *)
     S="${S_H100:-kernels verify}"
     [ -n "$PROFILE_AB_H100" ] && export PROFILE_AB="$PROFILE_AB_H100"
+    [ -n "$NSYS_ENV_H100" ] && export NSYS_ENV="$NSYS_ENV_H100"
     export DEADLINE_S=${DEADLINE_S_H100:-300} ;;
 esac
 echo "steps: $S"
