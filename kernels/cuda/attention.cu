@@ -137,7 +137,7 @@ __device__ __forceinline__ int attn_splits_with_keys(const attn_params &p, int b
  * every length gives at most AT_FOLD_S splits with keys
  * (gcuda_attn_decode_plan). */
 #define AT_FOLD_S 16
-#define AT_FOLD_SC 2
+#define AT_FOLD_SC 4
 #define AT_FOLD_COLS 2048
 #define AT_FOLD_SMEM ((AT_FOLD_S * 16 + 1) * sizeof(float))
 template <typename T, int NT>
