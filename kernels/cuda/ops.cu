@@ -518,11 +518,7 @@ static void go_ip_plan(go_iprog_k *q, int most)
 /* GRAFT_CUDA_IPROG_ONE=0: a kept program of one-element instructions runs
  * as any other (a thread an element, a barrier between instructions), not
  * by one thread alone (read at each keep). */
-static bool ip_one_off(void)
-{
-    const char *e = getenv("GRAFT_CUDA_IPROG_ONE");
-    return e && !strcmp(e, "0");
-}
+static bool ip_one_off(void) { return gc_env_is("GRAFT_CUDA_IPROG_ONE", "0"); }
 
 /* The program's checks; *most: its widest instruction's elements. */
 static graft_status go_ip_check(const gops_iprog *p, int *most, graft_error *err)

@@ -766,7 +766,8 @@ static void test_attn(int dt, const attn_case &c)
         gcuda_attn_decode_args t = a;
         t.fold = 1;
         CK(gcuda_attn_decode_plan(&t, &E));
-        const char *fn = g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? "attn_decode mma, folded" : "attn_decode, folded";
+        const bool mma = g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT;
+        const char *fn = mma ? "attn_decode mma, folded" : "attn_decode, folded";
         if (t.fold) {
             t.ws = dpoisoned(GRAFT_DTYPE_FLOAT, t.ws_bytes / 4);
             CUCK(cudaMemset(t.ws, 0, t.ws_zero));
@@ -778,7 +779,6 @@ static void test_attn(int dt, const attn_case &c)
         }
         /* a sliding window of 512 keys over 8 query heads of 256 (Gemma's sliding layers) is folded; 8
          * query heads of 512 are not (one block would merge too much), nor anything on the CUDA-core kernel */
-        const bool mma = g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT;
         if (c.window_left == 511 && c.hd == 256 && G == 8 && mma)
             check(fmt("%s: planned (1: not)", fn).c_str(), sh, dt, std::vector<float>{t.fold ? 0.0f : 1.0f},
                   std::vector<double>{0.0});
