@@ -55,6 +55,8 @@ struct attn_params {
                             * (gcuda_attn_decode_args.cache_ready) */
     unsigned *fold;        /* non-NULL: per (batch, kv head), the blocks with keys that have stored their
                             * partials (attn_fold); zero before the launch, left zero */
+    int min_tiles;         /* the fewest tiles a split with keys takes (am_min_tiles; 1: as many splits as can
+                            * hold a tile) */
 };
 
 /* The tensor-core kernel's L2 prefetch (p.pf), called by every thread once
@@ -88,11 +90,13 @@ __device__ __forceinline__ int attn_keys(const attn_params &p, int &len, long lo
     if (*lo < 0) *lo = 0;
     return len - (int)*lo;
 }
-/* Keys a split: n keys over p.nsplit splits in whole tiles (the splits past ceil(n / chunk) hold none). */
+/* Keys a split: n keys over p.nsplit splits in whole tiles, at least p.min_tiles of them (the splits past
+ * ceil(n / chunk) hold none). */
 __device__ __forceinline__ int attn_chunk(const attn_params &p, int n, int tile)
 {
     int chunk = (n + p.nsplit - 1) / p.nsplit;
-    return (chunk + tile - 1) / tile * tile;
+    chunk = (chunk + tile - 1) / tile * tile;
+    return max(chunk, p.min_tiles * tile);
 }
 
 /* Key range [j0, j1) of split `split` for a sequence of `len` keys. */
@@ -907,6 +911,17 @@ static int am_tk32(void)
     static const int on = !gc_env_is("GRAFT_CUDA_ATTN_TK", "64");
     return on;
 }
+/* GRAFT_CUDA_ATTN_MIN_TILES=n (1-64; default 1): each split with keys takes at least n tiles, so that a short
+ * context runs on fewer blocks with keys and leaves fewer partials to merge */
+static int am_min_tiles(void)
+{
+    static const int n = [] {
+        const char *e = getenv("GRAFT_CUDA_ATTN_MIN_TILES");
+        int v = e && *e ? atoi(e) : 1;
+        return v < 1 ? 1 : v > 64 ? 64 : v;
+    }();
+    return n;
+}
 /* The tensor-core kernel's keys a tile at template head_dim dt (am_layout::TK as attn_go picks the kernel) */
 static int am_tile(int dt) { return dt >= 512 || am_tk32() ? 32 : 64; }
 
@@ -1027,6 +1042,7 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->max_seq = (int)a->max_seq;
     p->nsplit = a->num_splits;
     p->tile = *gt ? AT_TK : am_tile(*dt);
+    p->min_tiles = am_min_tiles();
     p->scale = a->scale;
     p->softcap = a->softcap;
     p->window_left = a->window_left;
