@@ -15,7 +15,8 @@
  * a warp over the splits for 8 columns. Folded (gcuda_attn_decode_args.fold,
  * tensor-core kernel, where few splits can hold keys: a sliding window's): no second kernel;
  * the last block of a (batch, kv head) to store its partials merges the
- * group's splits itself (attn_fold), counted by an atomic in the workspace.
+ * group's splits itself (attn_fold), counted by an atomic in the workspace;
+ * where one split holds every key, that block writes the outputs itself.
  *
  * Templates: D (64, 128, 256, 512: the smallest >= head_dim, chosen at run
  * time) and GT (query heads per warp: 1, 2, 4, so up to 16 per kv head). */
@@ -845,6 +846,26 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
         __syncthreads(); /* buffers, ss, ps and the stats are rewritten next tile */
     }
 
+    if constexpr (FOLD) {
+        if (attn_splits_with_keys(p, b) == 1) {
+            /* this block holds every key (a short context, or GRAFT_CUDA_ATTN_MIN_TILES): its outputs are the
+             * merge's, out = o / l, with no partials, count or second read (the count stays zero) */
+            gc_pdl_trigger();
+            const float l0 = l_s[g], l1 = l_s[g + 8];
+            const float f0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, f1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+            const int cb = warp * DW + tig * 2;
+            T *o0 = (T *)p.out + ((size_t)b * p.Hq + (size_t)kh * G + g) * hd + cb, *o1 = o0 + (size_t)8 * hd;
+            const bool on0 = g < G, on1 = g + 8 < G;
+#pragma unroll
+            for (int n = 0; n < NTO; n++)
+                if (cb + n * 8 < hd) {
+                    if (on0) o0[n * 8] = gc_to<T>(f0 * o[n][0]), o0[n * 8 + 1] = gc_to<T>(f0 * o[n][1]);
+                    if (on1) o1[n * 8] = gc_to<T>(f1 * o[n][2]), o1[n * 8 + 1] = gc_to<T>(f1 * o[n][3]);
+                }
+            if (p.pf_late) am_l2_prefetch(p);
+            return;
+        }
+    }
     if (tid < G) {
         p.ml[(row0 + (size_t)tid * nsplit) * 2] = m_s[tid];
         p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = l_s[tid];

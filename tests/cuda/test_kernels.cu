@@ -3306,6 +3306,9 @@ int main(int argc, char **argv)
         if (quick) ac = {ac[0], ac[1], ac[2], ac[4], ac[6], ac[7], ac[8]};
         ac.push_back({1, 16, 1, 128, 300, {300}, -1, 0, 0, 0});
         ac.push_back({2, 8, 1, 512, 200, {200, 65}, 100, 0, 0, 2});
+        /* folded with one split holding every key (the first sequence: its block writes the outputs) beside
+         * a sequence of several */
+        ac.push_back({2, 8, 1, 256, 1024, {20, 300}, 511, 0, 0, 0});
         for (g_attn_impl = 0; g_attn_impl <= (dt == GRAFT_DTYPE_FLOAT ? 0 : 2); g_attn_impl += 2)
         for (auto &c : ac) {
             if (quick && c.max_seq > 256) {
