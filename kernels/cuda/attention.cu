@@ -12,11 +12,7 @@
  * head of the group. Each split writes its unnormalised output, max and
  * sum (fp32) to the workspace; a second kernel merges the splits that
  * hold keys, its blocks spread over (query head, batch, 64-column slice),
- * a warp over the splits for 8 columns. Folded (gcuda_attn_decode_args.fold,
- * tensor-core kernel, where few splits can hold keys: a sliding window's): no second kernel;
- * the last block of a (batch, kv head) to store its partials merges the
- * group's splits itself (attn_fold), counted by an atomic in the workspace;
- * where one split holds every key, that block writes the outputs itself.
+ * a warp over the splits for 8 columns.
  *
  * Templates: D (64, 128, 256, 512: the smallest >= head_dim, chosen at run
  * time) and GT (query heads per warp: 1, 2, 4, so up to 16 per kv head). */
@@ -54,10 +50,6 @@ struct attn_params {
     int tile;              /* the split kernel's keys a tile: attn_range's unit, for the merge */
     int early;             /* tensor-core kernel: the first tile's cache rows asked for before the wait
                             * (gcuda_attn_decode_args.cache_ready) */
-    unsigned *fold;        /* non-NULL: per (batch, kv head), the blocks with keys that have stored their
-                            * partials (attn_fold); zero before the launch, left zero */
-    int min_tiles;         /* the fewest tiles a split with keys takes (am_min_tiles; 1: as many splits as can
-                            * hold a tile) */
 };
 
 /* The tensor-core kernel's L2 prefetch (p.pf), called by every thread once
@@ -91,13 +83,11 @@ __device__ __forceinline__ int attn_keys(const attn_params &p, int &len, long lo
     if (*lo < 0) *lo = 0;
     return len - (int)*lo;
 }
-/* Keys a split: n keys over p.nsplit splits in whole tiles, at least p.min_tiles of them (the splits past
- * ceil(n / chunk) hold none). */
+/* Keys a split: n keys over p.nsplit splits in whole tiles (the splits past ceil(n / chunk) hold none). */
 __device__ __forceinline__ int attn_chunk(const attn_params &p, int n, int tile)
 {
     int chunk = (n + p.nsplit - 1) / p.nsplit;
-    chunk = (chunk + tile - 1) / tile * tile;
-    return max(chunk, p.min_tiles * tile);
+    return (chunk + tile - 1) / tile * tile;
 }
 
 /* Key range [j0, j1) of split `split` for a sequence of `len` keys. */
@@ -109,136 +99,6 @@ __device__ __forceinline__ void attn_range(const attn_params &p, int len, int sp
     if (b > len) b = len;
     *j0 = (int)(a < len ? a : len);
     *j1 = (int)b;
-}
-
-/* The splits of sequence b that hold keys: the first S, S as attn_range cuts them (tile: the split
- * kernel's keys a tile). Read before the wait: the lengths are written before the step's first attention. */
-__device__ __forceinline__ int attn_splits_with_keys(const attn_params &p, int b)
-{
-    int len = p.lens[b];
-    long long lo;
-    const int n = attn_keys(p, len, &lo), chunk = attn_chunk(p, n, p.tile);
-    return n > 0 ? min((n + chunk - 1) / chunk, p.nsplit) : 0;
-}
-
-/* The fold (p.fold): called by every thread of a block with keys once its
- * partials are stored, the kernel's shared memory free (AT_FOLD_SMEM bytes
- * of it at sm). Folded, the kernel lets the launch after it start only
- * here (gc_pdl_trigger), not at its own start: that launch's blocks, once
- * resident, load their weights at once (a GEMV's prologue), and during the
- * splits' tiles those loads held up the caches' (H100, session 50: +4.6 us
- * a layer with the trigger at the start). Thread 0 counts the block in
- * (after every thread's fence, so that the last block to count reads every
- * split's partials); the last of the S merges them and resets the count
- * for the next launch. The merge: thread t takes the float4 column groups
- * t, t + NT, t + 2 NT, t + 3 NT of the group's G hd outputs (G hd <=
- * AT_FOLD_COLS) and issues the loads of their first AT_FOLD_SC splits'
- * partials (from L2: __ldcg, L1 is not kept coherent) before the weights,
- * so that both share one memory latency: warp w the heads w, w + NW, ...
- * (G <= 16: up to four a warp), lane s split s (S <= AT_FOLD_S), M the
- * greatest max of the splits with l_s > 0, w_s = exp(m_s - M) / sum_s l_s
- * exp(m_s - M) into shared memory; then out = sum_s w_s o_s, a round of
- * loads for each further AT_FOLD_SC splits. The plan folds only where
- * every length gives at most AT_FOLD_S splits with keys
- * (gcuda_attn_decode_plan). */
-#define AT_FOLD_S 16
-#define AT_FOLD_SC 4
-#define AT_FOLD_COLS 2048
-#define AT_FOLD_SMEM ((AT_FOLD_S * 16 + 1) * sizeof(float))
-template <typename T, int NT>
-__device__ __forceinline__ void attn_fold(const attn_params &p, int b, int kh, int S, float *sm)
-{
-    static_assert(4 * 4 * NT >= AT_FOLD_COLS && NT % 32 == 0 && NT / 32 * 4 >= 16, "the fold's shape");
-    constexpr int NW = NT / 32;
-    float *fw = sm;
-    int *flast = reinterpret_cast<int *>(sm + AT_FOLD_S * 16);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = p.G, hd = p.hd, nsplit = p.nsplit;
-    gc_pdl_trigger(); /* this block's partials are stored: the launch after may start */
-    __threadfence();  /* this thread's partials before the count, for the block that counts last */
-    __syncthreads();  /* every thread's partials stored; the shared memory free */
-    if (tid == 0) {
-        unsigned *c = p.fold + (size_t)b * p.Hkv + kh;
-        const bool last = atomicAdd(c, 1u) == (unsigned)S - 1;
-        if (last) atomicExch(c, 0u); /* every block with keys has counted: the next launch's count */
-        *flast = last;
-    }
-    __syncthreads();
-    if (!*flast) return;
-    __threadfence();
-    const size_t rb = ((size_t)b * p.Hq + (size_t)kh * G) * nsplit; /* head g's split s: rb + g nsplit + s */
-    const int q4 = hd / 4, nc = G * q4;                             /* float4 column groups */
-    const float *src[4];
-    int fo[4];
-    float4 v[4][AT_FOLD_SC];
-#pragma unroll
-    for (int u = 0; u < 4; u++) {
-        const int c = min(tid + u * NT, nc - 1); /* past the end: the last group again, not stored */
-        const int g = c / q4;
-        src[u] = p.opart + (rb + (size_t)g * nsplit) * hd + c % q4 * 4;
-        fo[u] = g * S;
-#pragma unroll
-        for (int k = 0; k < AT_FOLD_SC; k++)
-            v[u][k] = k < S ? __ldcg(reinterpret_cast<const float4 *>(src[u] + (size_t)k * hd))
-                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    float2 st[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int g = warp + k * NW;
-        st[k] = g < G && lane < S ? __ldcg(reinterpret_cast<const float2 *>(p.ml + (rb + (size_t)g * nsplit + lane) * 2))
-                                  : make_float2(-INFINITY, 0.0f);
-    }
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int g = warp + k * NW;
-        if (g >= G) break; /* the same for the whole warp */
-        float M = st[k].y > 0.0f ? st[k].x : -INFINITY;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
-        const float w = st[k].y > 0.0f ? gc_exp<T>(st[k].x - M) : 0.0f;
-        float den = st[k].y > 0.0f ? st[k].y * w : 0.0f;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) den += __shfl_xor_sync(0xffffffffu, den, off);
-        if (lane < S) fw[g * S + lane] = den > 0.0f ? w / den : 0.0f;
-    }
-    __syncthreads();
-    float4 acc[4];
-#pragma unroll
-    for (int u = 0; u < 4; u++) acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s0 = 0; s0 < S; s0 += AT_FOLD_SC) {
-        if (s0) /* the next round's partials */
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-#pragma unroll
-                for (int k = 0; k < AT_FOLD_SC; k++)
-                    if (s0 + k < S) v[u][k] = __ldcg(reinterpret_cast<const float4 *>(src[u] + (size_t)(s0 + k) * hd));
-#pragma unroll
-        for (int u = 0; u < 4; u++)
-#pragma unroll
-            for (int k = 0; k < AT_FOLD_SC; k++)
-                if (s0 + k < S) {
-                    const float w = fw[fo[u] + s0 + k];
-                    acc[u].x += w * v[u][k].x, acc[u].y += w * v[u][k].y;
-                    acc[u].z += w * v[u][k].z, acc[u].w += w * v[u][k].w;
-                }
-    }
-    T *out = (T *)p.out + ((size_t)b * p.Hq + (size_t)kh * G) * hd;
-#pragma unroll
-    for (int u = 0; u < 4; u++) {
-        const int c = tid + u * NT;
-        if (c < nc) {
-            T *o = out + (size_t)(c / q4) * hd + c % q4 * 4;
-            o[0] = gc_to<T>(acc[u].x), o[1] = gc_to<T>(acc[u].y), o[2] = gc_to<T>(acc[u].z), o[3] = gc_to<T>(acc[u].w);
-        }
-    }
-}
-
-/* The fold where no split holds a key (S 0, a sequence of no key): block 0 of the (batch, kv head) writes
- * the group's outputs 0, as the merge kernel does. */
-template <typename T, int NT> __device__ __forceinline__ void attn_fold_none(const attn_params &p, int b, int kh)
-{
-    T *out = (T *)p.out + ((size_t)b * p.Hq + (size_t)kh * p.G) * p.hd;
-    for (int i = threadIdx.x; i < p.G * p.hd; i += NT) out[i] = gc_to<T>(0.0f);
 }
 
 template <typename T, int D, int GT>
@@ -548,10 +408,7 @@ __device__ __forceinline__ void am_prep_rope(T *x, const uint4 (&cw)[MC], const 
     }
 }
 
-/* FOLD: the instantiation that folds (p.fold set), apart so that the other carries none of its code or
- * registers (the first form, one kernel for both: E2B's head_dim 256 attention 0.2 us a launch slower
- * unfolded, H100, session 50) */
-template <typename T, int D, bool TK32 = false, bool FOLD = false>
+template <typename T, int D, bool TK32 = false>
 __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
 {
     typedef am_layout<T, D, TK32> LY;
@@ -633,7 +490,7 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
         gc_cp_commit();
     }
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
-    if (!FOLD) gc_pdl_trigger(); /* folded: in attn_fold */
+    gc_pdl_trigger();
     if (!p.pf_late) am_l2_prefetch(p);
     if (j0 >= j1) {
         if (p.pf_late) am_l2_prefetch(p); /* a block without keys: at once */
@@ -641,8 +498,6 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             p.ml[(row0 + (size_t)tid * nsplit) * 2] = -INFINITY;
             p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = 0.0f;
         }
-        if constexpr (FOLD)
-            if (split == 0) attn_fold_none<T, AM_THREADS>(p, b, kh); /* no split holds a key */
         return;
     }
     /* the new rows into the caches (from nrow where the prologue made them) */
@@ -846,26 +701,6 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
         __syncthreads(); /* buffers, ss, ps and the stats are rewritten next tile */
     }
 
-    if constexpr (FOLD) {
-        if (attn_splits_with_keys(p, b) == 1) {
-            /* this block holds every key (a short context, or GRAFT_CUDA_ATTN_MIN_TILES): its outputs are the
-             * merge's, out = o / l, with no partials, count or second read (the count stays zero) */
-            gc_pdl_trigger();
-            const float l0 = l_s[g], l1 = l_s[g + 8];
-            const float f0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, f1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-            const int cb = warp * DW + tig * 2;
-            T *o0 = (T *)p.out + ((size_t)b * p.Hq + (size_t)kh * G + g) * hd + cb, *o1 = o0 + (size_t)8 * hd;
-            const bool on0 = g < G, on1 = g + 8 < G;
-#pragma unroll
-            for (int n = 0; n < NTO; n++)
-                if (cb + n * 8 < hd) {
-                    if (on0) o0[n * 8] = gc_to<T>(f0 * o[n][0]), o0[n * 8 + 1] = gc_to<T>(f0 * o[n][1]);
-                    if (on1) o1[n * 8] = gc_to<T>(f1 * o[n][2]), o1[n * 8 + 1] = gc_to<T>(f1 * o[n][3]);
-                }
-            if (p.pf_late) am_l2_prefetch(p);
-            return;
-        }
-    }
     if (tid < G) {
         p.ml[(row0 + (size_t)tid * nsplit) * 2] = m_s[tid];
         p.ml[(row0 + (size_t)tid * nsplit) * 2 + 1] = l_s[tid];
@@ -884,8 +719,6 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
                 if (on1) *reinterpret_cast<float2 *>(op1 + n * 8) = make_float2(o[n][2], o[n][3]);
             }
     }
-    static_assert(LY::bytes >= AT_FOLD_SMEM, "the fold's shared memory");
-    if constexpr (FOLD) attn_fold<T, AM_THREADS>(p, b, kh, attn_splits_with_keys(p, b), reinterpret_cast<float *>(smem));
     if (p.pf_late) am_l2_prefetch(p); /* after the partials: the prefetch's DRAM traffic cannot delay the tiles */
 }
 
@@ -905,7 +738,10 @@ template <typename T> __global__ void __launch_bounds__(AT_CB_THREADS) attn_comb
 {
     const int qh = blockIdx.x, b = blockIdx.y, hd = p.hd, lane = threadIdx.x & 31;
     const int col = blockIdx.z * AT_CB_COLS + 8 * (int)(threadIdx.x >> 5);
-    const int S = attn_splits_with_keys(p, b);
+    int len = p.lens[b];
+    long long lo;
+    const int n = attn_keys(p, len, &lo), chunk = attn_chunk(p, n, p.tile);
+    const int S = n > 0 ? min((n + chunk - 1) / chunk, p.nsplit) : 0; /* the splits with keys */
     gc_pdl_wait(); /* a programmatic dependent (GRAFT_CUDA_PDL=all) reads only after this */
     gc_pdl_trigger();
     if (col >= hd) return;
@@ -932,17 +768,6 @@ static int am_tk32(void)
     static const int on = !gc_env_is("GRAFT_CUDA_ATTN_TK", "64");
     return on;
 }
-/* GRAFT_CUDA_ATTN_MIN_TILES=n (1-64; default 1): each split with keys takes at least n tiles, so that a short
- * context runs on fewer blocks with keys and leaves fewer partials to merge */
-static int am_min_tiles(void)
-{
-    static const int n = [] {
-        const char *e = getenv("GRAFT_CUDA_ATTN_MIN_TILES");
-        int v = e && *e ? atoi(e) : 1;
-        return v < 1 ? 1 : v > 64 ? 64 : v;
-    }();
-    return n;
-}
 /* The tensor-core kernel's keys a tile at template head_dim dt (am_layout::TK as attn_go picks the kernel) */
 static int am_tile(int dt) { return dt >= 512 || am_tk32() ? 32 : 64; }
 
@@ -960,10 +785,6 @@ static graft_status attn_go(const attn_params *p, int plan, int *occ, gcuda_stre
                 smem = am_layout<T, D, true>::bytes;
                 kern = attn_mma_kernel<T, D, true>;
             }
-        if (p->fold) { /* 32-key tiles only (attn_fold_ok) */
-            smem = am_layout<T, D, true>::bytes;
-            kern = attn_mma_kernel<T, D, true, true>;
-        }
     } else {
         smem = attn_layout<T, D, GT>::bytes;
         kern = attn_split_kernel<T, D, GT>;
@@ -1063,13 +884,11 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->max_seq = (int)a->max_seq;
     p->nsplit = a->num_splits;
     p->tile = *gt ? AT_TK : am_tile(*dt);
-    p->min_tiles = am_min_tiles();
     p->scale = a->scale;
     p->softcap = a->softcap;
     p->window_left = a->window_left;
     p->opart = NULL;
     p->ml = NULL;
-    p->fold = NULL;
     p->knew = p->vnew = NULL;
     p->nsb = p->nsh = 0;
     if (a->k_new || a->v_new) {
@@ -1103,28 +922,9 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     return GRAFT_OK;
 }
 
-/* The fold's counters: at the workspace's start (gcuda_attn_decode_args.ws_zero), so that they stay where
- * they were while the geometry does */
-static size_t attn_fold_bytes(const attn_params *p)
+static size_t attn_ws_bytes(const attn_params *p)
 {
-    return ((size_t)p->B * p->Hkv * sizeof(unsigned) + 255) / 256 * 256;
-}
-
-static size_t attn_ws_bytes(const attn_params *p, int fold)
-{
-    return (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float) + (fold ? attn_fold_bytes(p) : 0);
-}
-
-/* The fold pays where one block merges little (attn_fold): at most AT_FOLD_COLS outputs a (batch, kv head)
- * and AT_FOLD_S splits with keys at any length (a window's keys, or max_seq's, over whole tiles). The
- * tensor-core kernel only (gt 0): in the CUDA-core one its registers would lower the occupancy. */
-static int attn_fold_ok(const attn_params *p, int gt)
-{
-    if (gt || p->tile != 32) return 0; /* the folding kernels: 32-key tiles (GRAFT_CUDA_ATTN_TK=64: none) */
-    const long long keys = p->window_left >= 0 && p->window_left < p->max_seq ? p->window_left + 1 : p->max_seq;
-    long long S = (keys + p->tile - 1) / p->tile;
-    if (S > p->nsplit) S = p->nsplit;
-    return S <= AT_FOLD_S && (long long)p->G * p->hd <= AT_FOLD_COLS;
+    return (size_t)p->B * p->Hq * p->nsplit * ((size_t)p->hd + 2) * sizeof(float);
 }
 
 extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_error *err)
@@ -1155,9 +955,7 @@ extern "C" graft_status gcuda_attn_decode_plan(gcuda_attn_decode_args *a, graft_
                           AT_MAX_SPLITS);
     }
     p.nsplit = a->num_splits;
-    a->fold = a->fold && attn_fold_ok(&p, gt);
-    a->ws_bytes = attn_ws_bytes(&p, a->fold);
-    a->ws_zero = a->fold ? attn_fold_bytes(&p) : 0;
+    a->ws_bytes = attn_ws_bytes(&p);
     return GRAFT_OK;
 }
 
@@ -1170,22 +968,15 @@ extern "C" graft_status gcuda_attn_decode(const gcuda_attn_decode_args *a, gcuda
     if (p.nsplit < 1 || p.nsplit > AT_MAX_SPLITS)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: num_splits %d (call gcuda_attn_decode_plan)",
                           p.nsplit);
-    if (a->fold && !attn_fold_ok(&p, gt))
-        return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: fold set where gcuda_attn_decode_plan clears it");
-    size_t need = attn_ws_bytes(&p, a->fold);
+    size_t need = attn_ws_bytes(&p);
     if (!a->ws || a->ws_bytes < need)
         return gcuda_errf(err, GRAFT_EINVAL, "gcuda_attn_decode: workspace of %zu bytes, %zu needed", a->ws_bytes,
                           need);
-    char *ws = (char *)a->ws;
-    if (a->fold) {
-        p.fold = (unsigned *)ws;
-        ws += attn_fold_bytes(&p);
-    }
-    p.opart = (float *)ws;
+    p.opart = (float *)a->ws;
     p.ml = p.opart + (size_t)p.B * p.Hq * p.nsplit * p.hd;
     GCUDA_DISPATCH(a->dtype, "gcuda_attn_decode", {
         st = attn_d<T>(dt, gt, &p, 0, NULL, s, err);
         if (st) return st;
     });
-    return a->fold ? GRAFT_OK : attn_combine_go(a->dtype, &p, s, err);
+    return attn_combine_go(a->dtype, &p, s, err);
 }

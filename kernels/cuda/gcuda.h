@@ -194,13 +194,6 @@ typedef struct gcuda_attn_decode_args {
                                  * kernel for fp32. Plan and run with the same value. */
     void *ws;                   /* workspace of ws_bytes (gcuda_attn_decode_plan) */
     size_t ws_bytes;
-    /* In: 1 asks for the fold (no second kernel: the last block of each (batch, kv head) merges the
-     * splits); the plan keeps it for the tensor-core kernel where few splits can hold keys (a sliding
-     * window's, a short max_seq) over at most 2048 outputs a kv head, and clears it elsewhere. Run with
-     * the plan's value. Folded, the workspace's first ws_zero bytes (the plan's) must be zero before the
-     * first launch; each launch that completes leaves them zero. */
-    int fold;
-    size_t ws_zero;
     /* Non-NULL (both): the current token's key and value rows, one per
      * (batch, kv head) at these element strides (last axis contiguous),
      * not yet in the caches: the kernel attends to them as the key at

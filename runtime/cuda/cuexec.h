@@ -116,7 +116,6 @@ struct cx_node {
     size_t scap;
     void *ws;          /* zero-initialised workspace (GEMV split-K counters) */
     size_t wcap;
-    size_t wzero;      /* the workspace's first bytes the last attention launch left zero (its fold counters) */
     int dsplits;       /* gcuda_attn_decode's planned splits (0: not planned) */
     /* CUDA graph replay record, taken when the step was last captured: a
      * later step replays the graph without running the node when its

@@ -1229,40 +1229,6 @@ static int attn_impl(void)
     return e && *e ? atoi(e) : 2;
 }
 
-/* gcuda_attn_decode_args.fold: the splits merged by the split kernel's last block where few splits can
- * hold keys (a sliding window's), one launch less; GRAFT_CUDA_ATTN_FOLD=1: on (an A/B switch until it
- * has run on the device) */
-static int attn_fold_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("GRAFT_CUDA_ATTN_FOLD");
-        on = e && !strcmp(e, "1");
-    }
-    return on;
-}
-
-/* The fold's counters (the workspace's first d->ws_zero bytes) zero before the launch: a new workspace is
- * (cx_workspace); a kept one where the last launch's counters covered them (cn->wzero), each launch that
- * completes leaving them zero; else cleared here, never in a capture. */
-static graft_status attn_ws_zero(cx_exec *x, cx_node *cn, const gcuda_attn_decode_args *d, bool fresh,
-                                 graft_error *err)
-{
-    if (d->ws_zero > cn->wzero && !fresh) {
-        if (x->capturing) {
-            x->cap_abort = x->cap_abort ? x->cap_abort : 2;
-            return rt_err(&cn->n, err, GRAFT_EUNSUPPORTED, "CUDA graph capture: the attention's counters grow");
-        }
-        cudaError_t e = cudaMemsetAsync(d->ws, 0, d->ws_zero, x->stream);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            return cx_cuda_err(cn, err, e, "attention counters");
-        }
-    }
-    cn->wzero = d->ws_zero; /* past it, the partials overwrite what was */
-    return GRAFT_OK;
-}
-
 /* mask_as_window once per run for each (causal, window) a mask is read with. */
 static int mask_window_cached(cx_exec *x, const cache_attn *c, int64_t T, int64_t *win)
 {
@@ -1395,12 +1361,9 @@ static graft_status attend_cache(cx_exec *x, cx_node *cn, const cache_attn *c, g
         }
         graft_error perr;
         d.num_splits = cn->dsplits; /* planned once (the plan queries the device) */
-        d.fold = attn_fold_on();
         if (gcuda_attn_decode_plan(&d, &perr) == GRAFT_OK) {
             cn->dsplits = d.num_splits;
-            const void *was = cn->ws;
             if (!(d.ws = cx_workspace(x, cn, d.ws_bytes, err))) return err->code;
-            TRY(attn_ws_zero(x, cn, &d, d.ws != was, err));
             x->n_fast_attn++;
             rp_attn(x, cn, c, 1, win);
             /* the new rows read and stored by the tensor-core kernel itself (GRAFT_CUDA_FUSE_APPEND=0: not) */

@@ -759,33 +759,6 @@ static void test_attn(int dt, const attn_case &c)
     if (c.softcap > 0) sh += fmt(" cap%g", c.softcap);
     sh += fmt(" sp%d", a.num_splits);
     check(g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT ? "attn_decode mma" : "attn_decode", sh, dt, got, ref);
-    {
-        /* the fold (gcuda_attn_decode_args.fold): the last block of each (batch, kv head) merges the splits,
-         * no second kernel; twice on one workspace, whose counters the first launch must leave zero (the
-         * partials poisoned) */
-        gcuda_attn_decode_args t = a;
-        t.fold = 1;
-        CK(gcuda_attn_decode_plan(&t, &E));
-        const bool mma = g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT;
-        const char *fn = mma ? "attn_decode mma, folded" : "attn_decode, folded";
-        if (t.fold) {
-            t.ws = dpoisoned(GRAFT_DTYPE_FLOAT, t.ws_bytes / 4);
-            CUCK(cudaMemset(t.ws, 0, t.ws_zero));
-            for (int rep = 0; rep < 2; rep++) {
-                t.out = dpoisoned(dt, nq);
-                CK(gcuda_attn_decode(&t, NULL, &E));
-                check(rep ? fmt("%s, again", fn).c_str() : fn, sh, dt, ddown(dt, t.out, nq), ref);
-            }
-        }
-        /* a sliding window of 512 keys over 8 query heads of 256 (Gemma's sliding layers) is folded; 8
-         * query heads of 512 are not (one block would merge too much), nor anything on the CUDA-core kernel */
-        if (c.window_left == 511 && c.hd == 256 && G == 8 && mma)
-            check(fmt("%s: planned (1: not)", fn).c_str(), sh, dt, std::vector<float>{t.fold ? 0.0f : 1.0f},
-                  std::vector<double>{0.0});
-        if ((c.hd == 512 && G == 8) || !mma)
-            check(fmt("%s: not planned (1: planned)", fn).c_str(), sh, dt, std::vector<float>{t.fold ? 1.0f : 0.0f},
-                  std::vector<double>{0.0});
-    }
     if (g_attn_impl == 2 && dt != GRAFT_DTYPE_FLOAT) {
         /* an L2 prefetch list (a hint, gcuda_attn_decode_args.pf): a buffer of more pieces than the grid has
          * threads for at once, and the caches themselves; the same output */
@@ -3306,8 +3279,7 @@ int main(int argc, char **argv)
         if (quick) ac = {ac[0], ac[1], ac[2], ac[4], ac[6], ac[7], ac[8]};
         ac.push_back({1, 16, 1, 128, 300, {300}, -1, 0, 0, 0});
         ac.push_back({2, 8, 1, 512, 200, {200, 65}, 100, 0, 0, 2});
-        /* folded with one split holding every key (the first sequence: its block writes the outputs) beside
-         * a sequence of several */
+        /* Gemma's sliding shape, one launch over a sequence of one split's keys and one of several */
         ac.push_back({2, 8, 1, 256, 1024, {20, 300}, 511, 0, 0, 0});
         for (g_attn_impl = 0; g_attn_impl <= (dt == GRAFT_DTYPE_FLOAT ? 0 : 2); g_attn_impl += 2)
         for (auto &c : ac) {
