@@ -48,6 +48,8 @@ struct attn_params {
     gcuda_prefetch_set pf; /* tensor-core kernel only: asked of L2 after the wait (gcuda_attn_decode_args.pf) */
     int pf_late;           /* ... by the blocks with keys after their partials (gcuda_attn_decode_args.pf_late) */
     int tile;              /* the split kernel's keys a tile: attn_range's unit, for the merge */
+    int exit_empty;        /* tensor-core kernel: a block whose split holds no key leaves before the wait,
+                            * writing nothing (am_exit_empty) */
     int early;             /* tensor-core kernel: the first tile's cache rows asked for before the wait
                             * (gcuda_attn_decode_args.cache_ready) */
 };
@@ -484,6 +486,8 @@ __global__ void __launch_bounds__(AM_THREADS) attn_mma_kernel(attn_params p)
             if (staged && (pk || pv)) stage_new(kd, vd, jt);
         }
     };
+    if (p.exit_empty && j0 >= j1 && !p.pf.n) return; /* no key: its SM free at once (the merge reads the
+                                                       * splits with keys only) */
     const bool early = p.early && j0 < j1;
     if (early) {
         load_cache(j0, 0);
@@ -768,6 +772,15 @@ static int am_tk32(void)
     static const int on = !gc_env_is("GRAFT_CUDA_ATTN_TK", "64");
     return on;
 }
+/* GRAFT_CUDA_ATTN_EXIT=1: the tensor-core kernel's blocks whose split holds no key (at a short context, most
+ * of the planned splits) return before the wait, not after it with their empty stats, which no merge reads:
+ * they no longer hold an SM's registers and shared memory until the kernel before ends. Not while they ask
+ * L2 for later weights (gcuda_attn_decode_args.pf), which they do after the wait. */
+static int am_exit_empty(void)
+{
+    static const int on = gc_env_is("GRAFT_CUDA_ATTN_EXIT", "1");
+    return on;
+}
 /* The tensor-core kernel's keys a tile at template head_dim dt (am_layout::TK as attn_go picks the kernel) */
 static int am_tile(int dt) { return dt >= 512 || am_tk32() ? 32 : 64; }
 
@@ -906,6 +919,7 @@ static graft_status attn_prepare(const gcuda_attn_decode_args *a, attn_params *p
     p->pf.mode = gc_pf_mode();
     p->pf_late = a->pf_late;
     p->early = a->cache_ready && *gt == 0;
+    p->exit_empty = am_exit_empty();
     p->qg = p->kg = NULL;
     p->vnorm = 0;
     if (a->q_gamma || a->k_gamma || a->v_norm) {
