@@ -12,14 +12,15 @@
 # PROFILE_AB_H100 the list on other cards, NSYS_ENV_H100 the traced settings there.
 G=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "GPU: $G"
-export PROFILE_OPS=0 VERIFY_SWITCHES="${VERIFY_SWITCHES-GRAFT_CUDA_REPLAY=0 GRAFT_CUDA_SIDE=0 GRAFT_CUDA_ROWS_BAL=1 GRAFT_CUDA_ROWS_HI=1 GRAFT_CUDA_ROWS_HI=0}"
+export PROFILE_OPS=0 VERIFY_SWITCHES="${VERIFY_SWITCHES-GRAFT_CUDA_REPLAY=0 GRAFT_CUDA_SIDE=0 GRAFT_CUDA_ATTN_EXIT=1 GRAFT_CUDA_ROWS_BAL=1 GRAFT_CUDA_ROWS_HI=1 GRAFT_CUDA_ROWS_HI=0}"
 case "$G" in
 *H200*)
     S="${S_H200:-kernels epi verify profile nsys bench sanitize}"
     # the defaults chosen on H100s since the last H200 run (session 33), the opt-in ROWS_BAL (session 44), and
-    # the 6-block GEMVs the H200 gets by default since session 45 (ROWS_HI=0: the 5-block ones)
+    # the 6-block GEMVs the H200 gets by default since session 45 (ROWS_HI=0: the 5-block ones), and the
+    # opt-in ATTN_EXIT (session 51)
     N=GRAFT_CUDA_NONE=1 B=GRAFT_CUDA_ROWS_BAL=1 H=GRAFT_CUDA_ROWS_HI=0
-    export PROFILE_AB="${PROFILE_AB-$N;$H;$B;GRAFT_CUDA_SIDE_PRIO=0;GRAFT_CUDA_IPROG_ONE=0;GRAFT_CUDA_ROWS_GM=0;GRAFT_CUDA_ROWS_GMPRE=0;GRAFT_CUDA_FUSE_TAILNORM=0 GRAFT_CUDA_FUSE_INT=0;$N;$H;GRAFT_CUDA_ROWS_GRID=0;$B;GRAFT_CUDA_FUSE_PRO=0;GRAFT_CUDA_PDL=0;$H;$N}"
+    export PROFILE_AB="${PROFILE_AB-$N;GRAFT_CUDA_ATTN_EXIT=1;$H;$B;GRAFT_CUDA_SIDE_PRIO=0;GRAFT_CUDA_IPROG_ONE=0;GRAFT_CUDA_ROWS_GM=0;GRAFT_CUDA_ROWS_GMPRE=0;GRAFT_CUDA_FUSE_TAILNORM=0 GRAFT_CUDA_FUSE_INT=0;$N;$H;GRAFT_CUDA_ATTN_EXIT=1;GRAFT_CUDA_ROWS_GRID=0;$B;GRAFT_CUDA_FUSE_PRO=0;GRAFT_CUDA_PDL=0;$H;$N}"
     export DEADLINE_S=${DEADLINE_S:-565} ;;
 *)
     S="${S_H100:-kernels verify}"
